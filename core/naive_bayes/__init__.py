@@ -1,0 +1,1 @@
+"""naive_bayes."""
