@@ -1,0 +1,41 @@
+"""Small helpers shared by routers: pagination, JSON bodies, problem responses in OpenAPI."""
+
+from __future__ import annotations
+
+import orjson
+from fastapi import Query, Request
+
+from ..errors import UnsupportedMedia, invalid
+from ..schemas.models import Problem
+
+ERRORS = {
+    404: {"model": Problem, "description": "Not found"},
+    409: {"model": Problem, "description": "State conflict"},
+    413: {"model": Problem, "description": "Body too large"},
+    415: {"model": Problem, "description": "Unsupported content type"},
+    422: {"model": Problem, "description": "Invalid input"},
+}
+
+
+def errors(*codes: int) -> dict:
+    return {c: {**ERRORS[c], "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+            for c in codes}
+
+
+class Page:
+    def __init__(self, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0)):
+        self.limit = limit
+        self.offset = offset
+
+
+async def json_body(request: Request) -> object:
+    ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if ctype not in ("application/json", ""):
+        raise UnsupportedMedia(f"content type {ctype!r} is not supported here; send application/json")
+    raw = await request.body()
+    if not raw:
+        raise invalid(["body"], "the request body is empty; send a JSON object")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(["body"], f"the body is not valid JSON: {exc}") from None

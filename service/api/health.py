@@ -1,0 +1,35 @@
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from ..runtime import rt
+from ..schemas.models import Health, Problem
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health/live", response_model=Health, operation_id="health_live")
+def live() -> dict:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/health/ready", response_model=Health, operation_id="health_ready",
+            responses={503: {"model": Problem, "description": "a dependency is not answering"}})
+def ready(request: Request):
+    """Ready when the metadata store, the artifact store and the queue answer."""
+    r = rt(request)
+    checks = {}
+    ok = True
+    for name, fn in (("metadata", r.meta.ping), ("artifacts", r.art.ping), ("queue", r.queue.ping)):
+        try:
+            fn()
+            checks[name] = "ok"
+        except Exception as exc:  # noqa: BLE001 - report any failure
+            checks[name] = f"failing: {exc}"
+            ok = False
+    if not ok:
+        failing = ", ".join(k for k, v in checks.items() if v != "ok")
+        return JSONResponse({"type": "about:blank", "title": "Service Unavailable", "status": 503,
+                             "detail": f"not ready: {failing} not answering", "status_text": "unavailable",
+                             "checks": checks}, status_code=503, media_type="application/problem+json")
+    return {"status": "ok", "checks": checks}

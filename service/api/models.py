@@ -1,0 +1,164 @@
+"""Models: list, get, delete, predict, evaluate."""
+
+from __future__ import annotations
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import Conflict, NotFound, invalid
+from ..runtime import rt
+from ..schemas.models import EvaluateRequest, EvaluateResponse, Model, ModelList, PredictRequest, PredictResponse
+from ..services import datasets as ds
+from ..services.evaluation import evaluate_matrix
+from ..services.tables import parse_json_table
+from ..services.training import _target_values
+from .common import Page, errors, json_body
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+_MODEL_FIELDS = ("id", "name", "algorithm", "task", "params", "status", "job_id", "dataset_id", "features",
+                 "target", "classes", "metrics", "created_at", "size_bytes")
+
+
+def model_view(m: dict) -> dict:
+    out = {k: m.get(k) for k in _MODEL_FIELDS}
+    out["features"] = out["features"] or []
+    out["metrics"] = out["metrics"] or {}
+    return out
+
+
+def _record(request: Request, model_id: str) -> dict:
+    m = rt(request).meta.get_model(model_id)
+    if m is None:
+        raise NotFound(f"model {model_id!r} does not exist")
+    return m
+
+
+@router.get("", response_model=ModelList, operation_id="list_models")
+def list_models(request: Request, page: Page = Depends(),
+                algorithm: str | None = Query(None, max_length=100),
+                status: str | None = Query(None, pattern="^(training|ready|failed)$")):
+    rows, total = rt(request).meta.list_models(page.limit, page.offset, algorithm=algorithm, status=status)
+    return {"data": [model_view(m) for m in rows], "count": total}
+
+
+@router.get("/{model_id}", response_model=Model, operation_id="get_model", responses=errors(404))
+def get_model(request: Request, model_id: str):
+    return model_view(_record(request, model_id))
+
+
+@router.delete("/{model_id}", status_code=204, operation_id="delete_model", responses=errors(404, 409))
+def delete_model(request: Request, model_id: str):
+    r = rt(request)
+    m = _record(request, model_id)
+    if m["status"] == "training":
+        raise Conflict(f"model {model_id!r} is still training; cancel job {m['job_id']} first")
+    r.cache.evict(model_id)
+    r.art.delete_model(model_id)
+    r.meta.delete_model(model_id)
+    return Response(status_code=204)
+
+
+def predict_payload(bundle, body: object, max_rows: int) -> dict:
+    """Validate a predict body (dict) against the bundle and run the model."""
+    if not isinstance(body, dict):
+        raise invalid(["body"], "the body must be a JSON object with 'instances' or 'rows'")
+    unknown = set(body) - {"instances", "rows", "return_proba", "return_std"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")
+    instances, rows = body.get("instances"), body.get("rows")
+    if (instances is None) == (rows is None):
+        raise invalid(["body", "instances"], "give exactly one of 'instances' or 'rows'")
+    for flag in ("return_proba", "return_std"):
+        if flag in body and not isinstance(body[flag], bool):
+            raise invalid(["body", flag], "must be true or false")
+    data = instances if instances is not None else rows
+    field = "instances" if instances is not None else "rows"
+    if not isinstance(data, list) or not data:
+        raise invalid(["body", field], "must be a non-empty list")
+    if len(data) > max_rows:
+        raise invalid(["body", field], f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS)")
+    cols = bundle.columns_from_instances(data) if instances is not None else bundle.columns_from_rows(data)
+    return bundle.predict(cols, return_proba=bool(body.get("return_proba")),
+                          return_std=bool(body.get("return_std")))
+
+
+@router.post("/{model_id}/predict", response_model=PredictResponse, response_model_exclude_none=True,
+             operation_id="predict", responses=errors(404, 409, 413, 415, 422),
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}})
+async def predict(request: Request, model_id: str):
+    """Predict with a ready model from named ``instances`` or positional ``rows``.
+
+    The body is decoded and checked by hand (not by a pydantic model) to keep single-row
+    predictions free of extra copies; it follows the PredictRequest schema.
+    """
+    r = rt(request)
+    body = await json_body(request)
+    bundle = r.cache.get(model_id)
+    out = predict_payload(bundle, body, r.settings.max_predict_rows)
+    return Response(orjson.dumps(out), media_type="application/json")
+
+
+@router.post("/{model_id}/evaluate", response_model=EvaluateResponse, response_model_exclude_none=True,
+             operation_id="evaluate_model", responses=errors(404, 409, 413, 422))
+async def evaluate_model(request: Request, model_id: str, body: EvaluateRequest):
+    """Metrics of a ready model on a stored dataset or inline data (which must hold the target)."""
+    r = rt(request)
+    bundle = r.cache.get(model_id)
+    return await run_in_threadpool(_evaluate, r, bundle, body)
+
+
+def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
+    if (body.dataset_id is None) == (body.data is None):
+        raise invalid(["body", "dataset_id"], "give exactly one of dataset_id or data")
+    if body.data is not None:
+        cols = parse_json_table(body.data.columns, body.data.rows, body.data.types, loc=("body", "data"))
+    else:
+        ds.get_record(r.meta, body.dataset_id)
+        cols = ds.load_columns(r.art, body.dataset_id, mmap=False)
+    by_name = {c.name: c for c in cols}
+    target = body.target or bundle.target
+    y = None
+    if bundle.task in ("classification", "regression"):
+        if target not in by_name:
+            raise invalid(["body", "data" if body.data else "dataset_id"],
+                          f"the data lacks the target column {target!r} needed to evaluate a supervised model")
+        y, present = _target_values(by_name[target], bundle.task)
+    elif target is not None:
+        if target not in by_name:
+            raise invalid(["body", "target"], f"label column {target!r} is not in the data")
+        col = by_name[target]
+        y, present = _target_values(col, "classification")
+    else:
+        present = None
+    table = {n: c.as_model_input() for n, c in by_name.items()}
+    feats = bundle.columns_from_table(table)
+    if present is not None and not present.all():
+        feats = {k: v[present] for k, v in feats.items()}
+        y = y[present]
+    if y is not None and bundle.task == "classification":
+        known = set(bundle.classes)
+        y = _align_label_types(y, bundle.classes)
+        unknown = sorted({str(v) for v in y.tolist()} - {str(v) for v in known})
+        if unknown and len(unknown) == len({str(v) for v in y.tolist()}):
+            raise invalid(["body", "target"], f"none of the target values are classes the model knows "
+                          f"({', '.join(map(str, bundle.classes))})")
+    X = bundle.matrix(feats)
+    out = evaluate_matrix(bundle, X, y)
+    return Response(orjson.dumps(out), media_type="application/json")
+
+
+def _align_label_types(y, classes):
+    """Labels read from a table come back typed by that table; match the model's class types."""
+    import numpy as np
+
+    if classes and all(isinstance(c, str) for c in classes):
+        return np.asarray([str(v) for v in y.tolist()], dtype=object)
+    return y
+
+
+__all__ = ["router", "predict_payload", "ValidationError"]

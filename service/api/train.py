@@ -1,0 +1,23 @@
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..runtime import rt
+from ..schemas.models import TrainAccepted, TrainRequest
+from ..services.training import submit_train
+from .common import errors
+from .jobs import job_view
+
+router = APIRouter(prefix="/v1", tags=["training"])
+
+
+@router.post("/train", status_code=202, response_model=TrainAccepted, operation_id="train_model",
+             responses=errors(404, 413, 422))
+async def train_model(body: TrainRequest, request: Request, response: Response):
+    """Validate a training request (422 before anything is queued) and start a training job."""
+    r = rt(request)
+    req = body.model_dump()
+    if body.data is not None:
+        req["data"] = body.data.model_dump()
+    job, model_id = await run_in_threadpool(submit_train, r.meta, r.art, req, r.queue.enqueue)
+    response.headers["Location"] = f"/v1/jobs/{job['id']}"
+    return {"job": job_view(job), "model_id": model_id}

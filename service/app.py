@@ -1,0 +1,88 @@
+"""The FastAPI application: ``create_app(settings)``; nothing happens at import time."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.responses import ORJSONResponse
+
+from . import __version__
+from .api import algorithms, datasets, health, jobs, models, train
+from .errors import TooLarge, install_handlers, problem_response
+from .runtime import Runtime
+from .services.training import recover_orphans
+from .settings import Settings
+
+log = logging.getLogger("orchard")
+
+
+class BodyLimit:
+    """Pure ASGI middleware: 413 for bodies over the limit (declared or streamed)."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    declared = int(v)
+                except ValueError:
+                    declared = 0
+                if declared > self.limit:
+                    resp = problem_response(413, "Content Too Large",
+                                            f"the body ({declared} bytes) exceeds the limit of {self.limit} bytes "
+                                            "(ORCHARD_MAX_BODY_BYTES)")
+                    return await resp(scope, receive, send)
+                break
+        seen = 0
+        limit = self.limit
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+            return message
+
+        return await self.app(scope, limited_receive, send)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        runtime = Runtime.open(settings)
+        runtime.art.cleanup_tmp()
+        runtime.queue.start()
+        if not settings.queue_url:
+            recover_orphans(runtime.meta, runtime.queue.enqueue)
+        app.state.runtime = runtime
+        log.info("orchard ready: data dir %s, %s", settings.data_dir,
+                 f"queue {settings.queue_url}" if settings.queue_url else f"{settings.workers} worker process(es)")
+        try:
+            yield
+        finally:
+            runtime.queue.shutdown()
+            runtime.meta.dispose()
+
+    app = FastAPI(
+        title="Orchard",
+        version=__version__,
+        summary="Train, evaluate and serve classical machine-learning models over REST.",
+        lifespan=lifespan,
+        default_response_class=ORJSONResponse,
+    )
+    install_handlers(app)
+    for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router):
+        app.include_router(r)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app

@@ -1,0 +1,85 @@
+"""The ``orchard`` command: serve, worker, export-openapi."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+
+def _settings(**overrides):
+    from .settings import Settings
+
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**clean)
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
+                access_log=args.access_log)
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from .queue.rq_backend import run_worker
+
+    settings = _settings(data_dir=args.data_dir)
+    if not settings.queue_url:
+        print("orchard worker needs ORCHARD_QUEUE_URL=redis://... (the embedded queue runs inside `orchard serve`)",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper())
+    run_worker(settings, burst=args.burst)
+    return 0
+
+
+def openapi_document() -> dict:
+    from .app import create_app
+    from .settings import Settings
+
+    return create_app(Settings(workers=0)).openapi()
+
+
+def cmd_export_openapi(args) -> int:
+    text = json.dumps(openapi_document(), indent=2, sort_keys=False) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="orchard", description="Orchard: classical ML models over REST")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the API server with the embedded job queue")
+    s.add_argument("--host", default=None, help="bind address (default 127.0.0.1, ORCHARD_HOST)")
+    s.add_argument("--port", type=int, default=None, help="port (default 8000, ORCHARD_PORT)")
+    s.add_argument("--data-dir", type=Path, default=None, help="data directory (default ./orchard-data)")
+    s.add_argument("--workers", type=int, default=None, help=f"training worker processes (default {os.cpu_count()})")
+    s.add_argument("--access-log", action="store_true", help="log every request")
+    s.set_defaults(func=cmd_serve)
+    w = sub.add_parser("worker", help="run an RQ worker (scaled-out mode, needs ORCHARD_QUEUE_URL)")
+    w.add_argument("--data-dir", type=Path, default=None)
+    w.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    w.set_defaults(func=cmd_worker)
+    e = sub.add_parser("export-openapi", help="write the OpenAPI document")
+    e.add_argument("--output", "-o", default="openapi/openapi.json")
+    e.set_defaults(func=cmd_export_openapi)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Request and response models (pydantic, extra="forbid") of the v1 REST contract."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Value = float | int | str | bool | None
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+# -- discovery -------------------------------------------------------------------------------------
+class Capabilities(BaseModel):
+    predict_proba: bool
+    predict_std: bool
+    transform: bool
+    native_missing: bool
+    native_categorical: bool
+    sample_weight: bool
+    progress: bool
+
+
+class Algorithm(BaseModel):
+    name: str
+    task: Literal["classification", "regression", "clustering", "decomposition", "density", "reinforcement"]
+    summary: str
+    params_schema: dict[str, Any]
+    capabilities: Capabilities
+
+
+class AlgorithmList(BaseModel):
+    data: list[Algorithm]
+    count: int
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] | None = None
+
+
+# -- datasets --------------------------------------------------------------------------------------
+class ColumnInfo(BaseModel):
+    name: str
+    type: Literal["numeric", "categorical", "boolean"]
+    n_missing: int
+    summary: dict[str, Any]
+
+
+class Dataset(BaseModel):
+    id: str
+    name: str
+    n_rows: int
+    n_columns: int
+    columns: list[ColumnInfo]
+    created_at: dt.datetime
+    size_bytes: int
+
+
+class DatasetList(BaseModel):
+    data: list[Dataset]
+    count: int
+
+
+class InlineTable(Strict):
+    """A table given inline: column names and rows of values (numbers, strings, booleans, null)."""
+
+    columns: list[str] = Field(min_length=1)
+    rows: list[list[Value]] = Field(min_length=1)
+    types: dict[str, Literal["numeric", "categorical", "boolean"]] | None = None
+
+
+class DatasetCreateJSON(Strict):
+    name: str | None = Field(None, max_length=255)
+    columns: list[str] = Field(min_length=1)
+    rows: list[list[Value]] = Field(min_length=1)
+    types: dict[str, Literal["numeric", "categorical", "boolean"]] | None = None
+
+
+class RowsPage(BaseModel):
+    columns: list[str]
+    rows: list[list[Value]]
+    offset: int
+    limit: int
+    total: int
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+class JobError(BaseModel):
+    type: str
+    message: str
+
+
+class Job(BaseModel):
+    id: str
+    kind: str
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: float
+    message: str
+    created_at: dt.datetime
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    error: JobError | None = None
+    result: dict[str, Any] | None = None
+    model_id: str | None = None
+
+
+class JobList(BaseModel):
+    data: list[Job]
+    count: int
+
+
+# -- training --------------------------------------------------------------------------------------
+class Validation(Strict):
+    holdout: float | None = Field(None, gt=0, lt=1, description="Fraction of rows held out for validation metrics.")
+    cv: int | None = Field(None, ge=2, le=100, description="k-fold cross-validation metrics; the model is then fitted on all rows.")
+    stratify: bool = True
+    random_state: int | None = Field(0, ge=0, lt=2**32)
+
+
+class TrainRequest(Strict):
+    algorithm: str = Field(examples=["logistic_regression"])
+    params: dict[str, Any] = Field(default_factory=dict)
+    dataset_id: str | None = None
+    data: InlineTable | None = None
+    target: str | None = None
+    features: list[str] | None = None
+    validation: Validation | None = None
+    name: str | None = Field(None, max_length=255)
+
+
+class TrainAccepted(BaseModel):
+    job: Job
+    model_id: str
+
+
+# -- models ----------------------------------------------------------------------------------------
+class Feature(BaseModel):
+    name: str
+    type: str
+    categories: list[str] | None = None
+
+
+class Model(BaseModel):
+    id: str
+    name: str
+    algorithm: str
+    task: str
+    params: dict[str, Any]
+    status: Literal["training", "ready", "failed"]
+    job_id: str
+    dataset_id: str | None = None
+    features: list[Feature]
+    target: str | None = None
+    classes: list[Any] | None = None
+    metrics: dict[str, Any]
+    created_at: dt.datetime
+    size_bytes: int
+
+
+class ModelList(BaseModel):
+    data: list[Model]
+    count: int
+
+
+class PredictRequest(Strict):
+    instances: list[dict[str, Value]] | None = Field(None, description="Named feature values, any order; missing keys are missing values.")
+    rows: list[list[Value]] | None = Field(None, description="Values in the model's feature order.")
+    return_proba: bool = False
+    return_std: bool = False
+
+
+class PredictResponse(BaseModel):
+    predictions: list[Any] | None = None
+    probabilities: list[list[float]] | None = None
+    classes: list[Any] | None = None
+    std: list[float] | None = None
+    components: list[list[float]] | None = None
+    log_density: list[float] | None = None
+
+
+class EvaluateRequest(Strict):
+    dataset_id: str | None = None
+    data: InlineTable | None = None
+    target: str | None = Field(None, description="Label column: defaults to the model's target; for clustering, enables ari/nmi.")
+
+
+class ConfusionMatrix(BaseModel):
+    labels: list[Any]
+    matrix: list[list[int]]
+
+
+class EvaluateResponse(BaseModel):
+    task: str
+    n_samples: int
+    metrics: dict[str, Any]
+    confusion_matrix: ConfusionMatrix | None = None
+    curves: dict[str, Any] | None = None

@@ -1,0 +1,169 @@
+"""The model bundle: preprocessing + estimator + feature schema + label mapping, saved as one artifact.
+
+It also converts request payloads (named instances or positional rows) into the
+matrix the estimator expects, naming the offending feature in every error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import invalid
+from .tables import FALSE_TOKENS, MISSING_TOKENS, TRUE_TOKENS
+
+_TRUE = set(TRUE_TOKENS)
+_FALSE = set(FALSE_TOKENS)
+_MISSING = set(MISSING_TOKENS)
+
+
+@dataclass
+class ModelBundle:
+    model_id: str
+    algorithm: str
+    task: str
+    params: dict
+    features: list[dict]            # [{"name", "type", "categories"?}] in model order
+    target: str | None
+    classes: list | None
+    preprocessor: Any
+    estimator: Any
+    core_version: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self._index = {f["name"]: i for i, f in enumerate(self.features)}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._index = {f["name"]: i for i, f in enumerate(self.features)}
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [f["name"] for f in self.features]
+
+    # -- request payload -> columns --------------------------------------------------------------
+    def columns_from_instances(self, instances: list, loc_root: str = "instances") -> dict[str, np.ndarray]:
+        n = len(instances)
+        cols: dict[str, list] = {f["name"]: [None] * n for f in self.features}
+        index = self._index
+        for i, inst in enumerate(instances):
+            if not isinstance(inst, dict):
+                raise invalid(["body", loc_root, i], "each instance must be an object of feature: value")
+            for key, value in inst.items():
+                if key not in index:
+                    raise invalid(["body", loc_root, i, key],
+                                  f"unknown feature {key!r}; the model's features are: {', '.join(self.feature_names)}")
+                cols[key][i] = value
+        return {f["name"]: self._convert(f, cols[f["name"]], loc_root) for f in self.features}
+
+    def columns_from_rows(self, rows: list, loc_root: str = "rows") -> dict[str, np.ndarray]:
+        width = len(self.features)
+        for i, r in enumerate(rows):
+            if not isinstance(r, list):
+                raise invalid(["body", loc_root, i], "each row must be a list of values in the model's feature order")
+            if len(r) != width:
+                raise invalid(["body", loc_root, i],
+                              f"row {i} has {len(r)} values, but the model has {width} features "
+                              f"({', '.join(self.feature_names)})")
+        return {f["name"]: self._convert(f, [r[j] for r in rows], loc_root) for j, f in enumerate(self.features)}
+
+    def columns_from_table(self, table_columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        missing = [f["name"] for f in self.features if f["name"] not in table_columns]
+        if missing:
+            raise invalid(["body", "data"], f"the data lacks the model's feature column(s): {', '.join(missing)}")
+        return {f["name"]: table_columns[f["name"]] for f in self.features}
+
+    @staticmethod
+    def _convert(feature: dict, values: list, loc_root: str) -> np.ndarray:
+        name, typ = feature["name"], feature["type"]
+        if typ == "categorical":
+            out = np.empty(len(values), dtype=object)
+            for i, v in enumerate(values):
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    out[i] = None
+                elif isinstance(v, bool):
+                    out[i] = "true" if v else "false"
+                elif isinstance(v, float) and v.is_integer():
+                    out[i] = str(int(v))
+                elif isinstance(v, (str, int, float)):
+                    out[i] = None if v in _MISSING and isinstance(v, str) and not v.strip() else str(v)
+                else:
+                    raise invalid(["body", loc_root, name], f"feature {name!r} needs a category (string), got {v!r}")
+            return out
+        out = np.empty(len(values), dtype=np.float64)
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = np.nan
+            elif isinstance(v, bool):
+                out[i] = 1.0 if v else 0.0
+            elif isinstance(v, (int, float)):
+                fv = float(v)
+                if not math.isfinite(fv):
+                    raise invalid(["body", loc_root, name],
+                                  f"feature {name!r} must be a finite number, got {v!r}; send null for a missing value")
+                out[i] = fv
+            elif isinstance(v, str):
+                s = v.strip()
+                if s in _MISSING:
+                    out[i] = np.nan
+                elif typ == "boolean" and (s in _TRUE or s in _FALSE):
+                    out[i] = 1.0 if s in _TRUE else 0.0
+                else:
+                    try:
+                        fv = float(s)
+                    except ValueError:
+                        raise invalid(["body", loc_root, name],
+                                      f"feature {name!r} is {typ} but got the text {v!r}") from None
+                    if not math.isfinite(fv):
+                        raise invalid(["body", loc_root, name], f"feature {name!r} must be a finite number, got {v!r}")
+                    out[i] = fv
+            else:
+                raise invalid(["body", loc_root, name], f"feature {name!r} is {typ} but got {v!r}")
+        return out
+
+    # -- prediction -----------------------------------------------------------------------------
+    def matrix(self, columns: dict[str, np.ndarray]) -> np.ndarray:
+        return self.preprocessor.transform(columns)
+
+    def predict(self, columns: dict[str, np.ndarray], *, return_proba=False, return_std=False) -> dict:
+        X = self.matrix(columns)
+        est = self.estimator
+        out: dict[str, Any] = {}
+        if self.task == "classification":
+            if return_proba and hasattr(est, "predict_proba"):
+                proba = est.predict_proba(X)
+                out["predictions"] = _labels(est.classes_[np.argmax(proba, axis=1)])
+                out["probabilities"] = proba.tolist()
+                out["classes"] = _labels(est.classes_)
+            else:
+                out["predictions"] = _labels(est.predict(X))
+        elif self.task == "regression":
+            if return_std and getattr(est, "has_predict_std", False):
+                mean, std = est.predict(X, return_std=True)
+                out["predictions"] = np.asarray(mean, dtype=float).tolist()
+                out["std"] = np.asarray(std, dtype=float).tolist()
+            else:
+                out["predictions"] = np.asarray(est.predict(X), dtype=float).tolist()
+        elif self.task == "clustering":
+            out["predictions"] = np.asarray(est.predict(X)).astype(int).tolist()
+            if return_proba and hasattr(est, "predict_proba"):
+                out["probabilities"] = est.predict_proba(X).tolist()
+            if hasattr(est, "score_samples"):
+                out["log_density"] = np.asarray(est.score_samples(X), dtype=float).tolist()
+        elif self.task == "decomposition":
+            out["components"] = np.asarray(est.transform(X), dtype=float).tolist()
+        elif self.task == "density":
+            out["log_density"] = np.asarray(est.score_samples(X), dtype=float).tolist()
+        else:
+            out["predictions"] = np.asarray(est.predict(X)).tolist()
+        return out
+
+
+def _labels(arr) -> list:
+    """Original label values as JSON-ready Python values."""
+    out = np.asarray(arr).tolist()
+    return [v.item() if hasattr(v, "item") else v for v in out]

@@ -1,0 +1,78 @@
+"""Datasets: create (CSV / JSON), list, read rows, delete, load columns for training."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import NotFound
+from ..storage.artifacts import ArtifactStore
+from ..storage.metadata import MetadataStore, utcnow
+from .tables import Column
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+def store_columns(meta: MetadataStore, art: ArtifactStore, columns: list[Column], name: str | None) -> dict:
+    """Write columns to the artifact store, then the metadata row (the record appears only when complete)."""
+    dataset_id = new_id("ds")
+    arrays = {f"c{j}": c.values for j, c in enumerate(columns)}
+    schema = {"columns": [{"name": c.name, "type": c.type, "categories": c.categories} for c in columns]}
+    size = art.write_dataset(dataset_id, arrays, schema)
+    record = {
+        "id": dataset_id,
+        "name": name or dataset_id,
+        "n_rows": int(len(columns[0].values)),
+        "n_columns": len(columns),
+        "columns": [c.schema() for c in columns],
+        "size_bytes": int(size),
+        "created_at": utcnow(),
+    }
+    try:
+        meta.insert_dataset(record)
+    except BaseException:
+        art.delete_dataset(dataset_id)
+        raise
+    return record
+
+
+def get_record(meta: MetadataStore, dataset_id: str) -> dict:
+    rec = meta.get_dataset(dataset_id)
+    if rec is None:
+        raise NotFound(f"dataset {dataset_id!r} does not exist")
+    return rec
+
+
+def load_columns(art: ArtifactStore, dataset_id: str, names: Sequence[str] | None = None,
+                 mmap: bool = True) -> list[Column]:
+    schema = art.read_dataset_schema(dataset_id)
+    out = []
+    for j, c in enumerate(schema["columns"]):
+        if names is not None and c["name"] not in names:
+            continue
+        out.append(Column(c["name"], c["type"], art.read_dataset_array(dataset_id, f"c{j}", mmap=mmap),
+                          c.get("categories") or []))
+    return out
+
+
+def rows_page(art: ArtifactStore, record: dict, limit: int, offset: int) -> dict:
+    cols = load_columns(art, record["id"])
+    sl = slice(offset, min(offset + limit, record["n_rows"]))
+    per_col = [c.python_values(sl) for c in cols]
+    rows = [list(r) for r in zip(*per_col, strict=True)] if per_col and per_col[0] else []
+    return {"columns": [c.name for c in cols], "rows": rows, "offset": offset, "limit": limit,
+            "total": record["n_rows"]}
+
+
+def delete(meta: MetadataStore, art: ArtifactStore, dataset_id: str) -> None:
+    if not meta.delete_dataset(dataset_id):
+        raise NotFound(f"dataset {dataset_id!r} does not exist")
+    art.delete_dataset(dataset_id)
+
+
+def column_arrays(columns: list[Column]) -> dict[str, np.ndarray]:
+    return {c.name: c.as_model_input() for c in columns}

@@ -1,0 +1,59 @@
+"""Service configuration: every setting is an ``ORCHARD_*`` environment variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+class Settings(BaseSettings):
+    """Orchard settings (env prefix ``ORCHARD_``); the README's configuration table lists them."""
+
+    model_config = SettingsConfigDict(env_prefix="ORCHARD_", extra="ignore")
+
+    data_dir: Path = Field(Path("./orchard-data"), description="Directory of artifacts (datasets, models) and the default SQLite database.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL of the metadata store; default sqlite:///<data_dir>/orchard.db. PostgreSQL: postgresql+psycopg://user@host/db.")
+    queue_url: str | None = Field(None, description="redis://... to run jobs on RQ workers (`orchard worker`); unset: embedded process pool.")
+    secret_key: str | None = Field(None, description="HMAC-SHA256 key that signs artifacts; unset: a random key is generated once and kept in <data_dir>/secret.key.")
+    workers: int = Field(default_factory=_default_workers, ge=0, description="Training worker processes of the embedded queue (default: one per core).")
+    host: str = Field("127.0.0.1", description="Address `orchard serve` binds.")
+    port: int = Field(8000, ge=0, le=65535, description="Port `orchard serve` listens on.")
+    max_body_bytes: int = Field(512 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger ones get 413.")
+    model_cache_bytes: int = Field(512 * 1024 * 1024, ge=0, description="Memory budget of the in-memory cache of loaded models (evicted least recently used).")
+    max_predict_rows: int = Field(100_000, ge=1, description="Most rows one predict request may carry.")
+    log_level: str = Field("info", description="Log level (debug, info, warning, error).")
+    job_poll_interval: float = Field(0.2, gt=0, description="Seconds between a running job's checks for cancellation.")
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'orchard.db').resolve()}"
+
+    def resolved_secret(self) -> bytes:
+        if self.secret_key:
+            return self.secret_key.encode()
+        path = self.data_dir / "secret.key"
+        if path.exists():
+            return path.read_bytes().strip()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        key = os.urandom(32).hex().encode()
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(key)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)  # first writer wins if two processes race
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path.read_bytes().strip()

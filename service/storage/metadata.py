@@ -1,0 +1,264 @@
+"""Metadata store: datasets, models and jobs in SQL (SQLite by default, PostgreSQL when configured).
+
+SQLAlchemy Core, three tables, JSON columns for nested fields.  Every write is
+one transaction; job state changes use conditional updates so that two
+processes never both claim or finish the same job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import (
+    JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, create_engine, event,
+    func, select, update,
+)
+from sqlalchemy.engine import Engine
+
+metadata = MetaData()
+
+datasets = Table(
+    "datasets", metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("n_rows", Integer, nullable=False),
+    Column("n_columns", Integer, nullable=False),
+    Column("columns", JSON, nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+)
+
+models = Table(
+    "models", metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(255), nullable=False, index=True),
+    Column("algorithm", String(100), nullable=False, index=True),
+    Column("task", String(40), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("status", String(20), nullable=False, index=True),
+    Column("job_id", String(40), nullable=False),
+    Column("dataset_id", String(40)),
+    Column("features", JSON),
+    Column("target", String(255)),
+    Column("classes", JSON),
+    Column("metrics", JSON),
+    Column("size_bytes", Integer, nullable=False, default=0),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+)
+
+jobs = Table(
+    "jobs", metadata,
+    Column("id", String(40), primary_key=True),
+    Column("kind", String(40), nullable=False, index=True),
+    Column("status", String(20), nullable=False, index=True),
+    Column("progress", Float, nullable=False, default=0.0),
+    Column("message", Text, nullable=False, default=""),
+    Column("payload", JSON, nullable=False),
+    Column("result", JSON),
+    Column("error", JSON),
+    Column("model_id", String(40)),
+    Column("cancel_requested", Boolean, nullable=False, default=False),
+    Column("worker", String(255)),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True)),
+)
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _as_utc(value):
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value
+
+
+def _row(r) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    d = dict(r._mapping)
+    for k, v in d.items():
+        d[k] = _as_utc(v)
+    return d
+
+
+class MetadataStore:
+    def __init__(self, url: str):
+        self.url = url
+        kw: dict[str, Any] = {"future": True}
+        if url.startswith("sqlite"):
+            kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            kw["pool_pre_ping"] = True
+        self.engine: Engine = create_engine(url, **kw)
+        if url.startswith("sqlite"):
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(dbapi_conn, _):  # WAL: readers never block the writer
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+
+    def create_all(self) -> None:
+        metadata.create_all(self.engine)
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn:
+            conn.execute(select(1))
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- generic -----------------------------------------------------------------------
+    def _insert(self, table: Table, values: dict) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(table.insert().values(**values))
+
+    def _get(self, table: Table, id_: str) -> dict | None:
+        with self.engine.connect() as conn:
+            return _row(conn.execute(select(table).where(table.c.id == id_)).first())
+
+    def _list(self, table: Table, filters: dict, limit: int, offset: int) -> tuple[list[dict], int]:
+        conds = [getattr(table.c, k) == v for k, v in filters.items() if v is not None]
+        with self.engine.connect() as conn:
+            q = select(table).where(*conds).order_by(table.c.created_at.desc(), table.c.id)
+            rows = [_row(r) for r in conn.execute(q.limit(limit).offset(offset))]
+            total = conn.execute(select(func.count()).select_from(table).where(*conds)).scalar_one()
+        return rows, int(total)
+
+    def _delete(self, table: Table, id_: str) -> bool:
+        with self.engine.begin() as conn:
+            return conn.execute(table.delete().where(table.c.id == id_)).rowcount > 0
+
+    # -- datasets ----------------------------------------------------------------------
+    def insert_dataset(self, values: dict) -> None:
+        self._insert(datasets, values)
+
+    def get_dataset(self, id_: str) -> dict | None:
+        return self._get(datasets, id_)
+
+    def list_datasets(self, limit: int, offset: int):
+        return self._list(datasets, {}, limit, offset)
+
+    def delete_dataset(self, id_: str) -> bool:
+        return self._delete(datasets, id_)
+
+    def dataset_ids(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.execute(select(datasets.c.id))}
+
+    # -- models ------------------------------------------------------------------------
+    def insert_model(self, values: dict) -> None:
+        self._insert(models, values)
+
+    def get_model(self, id_: str) -> dict | None:
+        return self._get(models, id_)
+
+    def find_models_by_name(self, name: str) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [_row(r) for r in conn.execute(select(models).where(models.c.name == name))]
+
+    def list_models(self, limit: int, offset: int, algorithm=None, status=None):
+        return self._list(models, {"algorithm": algorithm, "status": status}, limit, offset)
+
+    def update_model(self, id_: str, **values) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(models).where(models.c.id == id_).values(**values))
+
+    def delete_model(self, id_: str) -> bool:
+        return self._delete(models, id_)
+
+    def model_ids(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.execute(select(models.c.id))}
+
+    # -- jobs --------------------------------------------------------------------------
+    def insert_job(self, values: dict) -> None:
+        self._insert(jobs, values)
+
+    def insert_job_and_model(self, job: dict, model: dict | None) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(jobs.insert().values(**job))
+            if model is not None:
+                conn.execute(models.insert().values(**model))
+
+    def get_job(self, id_: str) -> dict | None:
+        return self._get(jobs, id_)
+
+    def list_jobs(self, limit: int, offset: int, status=None, kind=None):
+        return self._list(jobs, {"status": status, "kind": kind}, limit, offset)
+
+    def claim_job(self, id_: str, worker: str) -> bool:
+        """queued -> running, atomically; False if the job is not queued any more."""
+        now = utcnow()
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                update(jobs).where(jobs.c.id == id_, jobs.c.status == "queued")
+                .values(status="running", started_at=now, updated_at=now, worker=worker,
+                        message="running")
+            )
+            return res.rowcount == 1
+
+    def update_progress(self, id_: str, progress: float, message: str | None = None) -> bool:
+        """Record progress of a running job; returns whether cancellation was requested."""
+        values: dict[str, Any] = {"progress": float(progress), "updated_at": utcnow()}
+        if message is not None:
+            values["message"] = message
+        with self.engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == id_, jobs.c.status == "running").values(**values))
+            return bool(conn.execute(select(jobs.c.cancel_requested).where(jobs.c.id == id_)).scalar())
+
+    def cancel_requested(self, id_: str) -> bool:
+        with self.engine.connect() as conn:
+            return bool(conn.execute(select(jobs.c.cancel_requested).where(jobs.c.id == id_)).scalar())
+
+    def request_cancel(self, id_: str) -> str | None:
+        """Mark a job for cancellation.  A queued job is cancelled at once.
+
+        Returns the job's status after the request, or None if it does not exist.
+        """
+        now = utcnow()
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(jobs).where(jobs.c.id == id_, jobs.c.status == "queued")
+                .values(status="cancelled", cancel_requested=True, finished_at=now, updated_at=now,
+                        message="cancelled before it started")
+            )
+            conn.execute(
+                update(jobs).where(jobs.c.id == id_, jobs.c.status == "running")
+                .values(cancel_requested=True, updated_at=now, message="cancellation requested")
+            )
+            return conn.execute(select(jobs.c.status).where(jobs.c.id == id_)).scalar()
+
+    def finish_job(self, id_: str, status: str, *, result=None, error=None, message: str = "",
+                   only_from: Iterable[str] = ("queued", "running")) -> bool:
+        now = utcnow()
+        values: dict[str, Any] = {"status": status, "finished_at": now, "updated_at": now, "message": message}
+        if status == "succeeded":
+            values["progress"] = 1.0
+        if result is not None:
+            values["result"] = result
+        if error is not None:
+            values["error"] = error
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                update(jobs).where(jobs.c.id == id_, jobs.c.status.in_(list(only_from))).values(**values)
+            )
+            return res.rowcount == 1
+
+    def jobs_in(self, statuses: Iterable[str]) -> list[dict]:
+        with self.engine.connect() as conn:
+            q = select(jobs).where(jobs.c.status.in_(list(statuses))).order_by(jobs.c.created_at)
+            return [_row(r) for r in conn.execute(q)]
+
+    def count_jobs(self, status: str) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(jobs).where(jobs.c.status == status)).scalar_one())
