@@ -265,7 +265,9 @@ def precision_recall_fscore_support(
                 "None, 'micro', 'macro', 'weighted'"
             )
         if len(present) == 2 and not any(v == pos_label for v in present.tolist()):
-            raise DataError(f"pos_label={pos_label!r} is not a valid label; it should be one of {present.tolist()}")
+            raise DataError(
+                f"pos_label={pos_label!r} is not a valid label; it should be one of {present.tolist()}"
+            )
         labels = np.asarray([pos_label])
     if labels is None:
         labels = present
@@ -316,35 +318,74 @@ def _nanaverage(a: np.ndarray, weights=None) -> float:
     return float(np.average(a, weights=weights))
 
 
-def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-                    sample_weight=None, zero_division="warn"):
+def precision_score(
+    y_true, y_pred, *, labels=None, pos_label=1, average="binary", sample_weight=None, zero_division="warn"
+):
     """Precision ``TP/(TP+FP)`` (see ``precision_recall_fscore_support``)."""
     return precision_recall_fscore_support(
-        y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
-        sample_weight=sample_weight, zero_division=zero_division)[0]
+        y_true,
+        y_pred,
+        labels=labels,
+        pos_label=pos_label,
+        average=average,
+        sample_weight=sample_weight,
+        zero_division=zero_division,
+    )[0]
 
 
-def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-                 sample_weight=None, zero_division="warn"):
+def recall_score(
+    y_true, y_pred, *, labels=None, pos_label=1, average="binary", sample_weight=None, zero_division="warn"
+):
     """Recall ``TP/(TP+FN)`` (see ``precision_recall_fscore_support``)."""
     return precision_recall_fscore_support(
-        y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
-        sample_weight=sample_weight, zero_division=zero_division)[1]
+        y_true,
+        y_pred,
+        labels=labels,
+        pos_label=pos_label,
+        average=average,
+        sample_weight=sample_weight,
+        zero_division=zero_division,
+    )[1]
 
 
-def fbeta_score(y_true, y_pred, *, beta: float, labels=None, pos_label=1, average="binary",
-                sample_weight=None, zero_division="warn"):
+def fbeta_score(
+    y_true,
+    y_pred,
+    *,
+    beta: float,
+    labels=None,
+    pos_label=1,
+    average="binary",
+    sample_weight=None,
+    zero_division="warn",
+):
     """F-beta ``(1+b^2) P R / (b^2 P + R)`` (seed 000 (4.4))."""
     return precision_recall_fscore_support(
-        y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label, average=average,
-        sample_weight=sample_weight, zero_division=zero_division)[2]
+        y_true,
+        y_pred,
+        beta=beta,
+        labels=labels,
+        pos_label=pos_label,
+        average=average,
+        sample_weight=sample_weight,
+        zero_division=zero_division,
+    )[2]
 
 
-def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-             sample_weight=None, zero_division="warn"):
+def f1_score(
+    y_true, y_pred, *, labels=None, pos_label=1, average="binary", sample_weight=None, zero_division="warn"
+):
     """F1, the harmonic mean of precision and recall."""
-    return fbeta_score(y_true, y_pred, beta=1.0, labels=labels, pos_label=pos_label, average=average,
-                       sample_weight=sample_weight, zero_division=zero_division)
+    return fbeta_score(
+        y_true,
+        y_pred,
+        beta=1.0,
+        labels=labels,
+        pos_label=pos_label,
+        average=average,
+        sample_weight=sample_weight,
+        zero_division=zero_division,
+    )
 
 
 # ----------------------------------------------------------------------------- losses on scores
@@ -432,8 +473,10 @@ def _positive_indicator(y_true: np.ndarray, pos_label) -> np.ndarray:
             not _is_str_kind(classes)
             and len(classes) <= 2
             and (
-                np.array_equal(classes, [0, 1]) or np.array_equal(classes, [-1, 1])
-                or np.array_equal(classes, [0]) or np.array_equal(classes, [-1])
+                np.array_equal(classes, [0, 1])
+                or np.array_equal(classes, [-1, 1])
+                or np.array_equal(classes, [0])
+                or np.array_equal(classes, [-1])
                 or np.array_equal(classes, [1])
             )
         )
@@ -481,8 +524,9 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
     """
     fps, tps, thr = _binary_clf_curve(y_true, y_score, pos_label, sample_weight)
     if drop_intermediate and len(fps) > 2:
-        keep = np.flatnonzero(np.concatenate(
-            [[True], np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), [True]]))
+        keep = np.flatnonzero(
+            np.concatenate([[True], np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), [True]])
+        )
         fps, tps, thr = fps[keep], tps[keep], thr[keep]
     tps = np.concatenate([[0.0], tps])
     fps = np.concatenate([[0.0], fps])
@@ -535,8 +579,15 @@ def _average_ovr(metric, Y: np.ndarray, S: np.ndarray, average, w) -> float | np
     raise DataError("average must be one of 'macro', 'weighted', 'micro' or None")
 
 
-def roc_auc_score(y_true, y_score, *, average: str | None = "macro", multi_class: str = "ovr",
-                  labels=None, sample_weight=None):
+def roc_auc_score(
+    y_true,
+    y_score,
+    *,
+    average: str | None = "macro",
+    multi_class: str = "ovr",
+    labels=None,
+    sample_weight=None,
+):
     """Area under the ROC curve.
 
     Binary: ``y_score`` is the score of the greater label (a 2-column probability
@@ -564,7 +615,9 @@ def roc_auc_score(y_true, y_score, *, average: str | None = "macro", multi_class
     if multi_class != "ovr":
         raise DataError("only multi_class='ovr' is supported for multiclass ROC AUC")
     if S.ndim != 2:
-        raise DataError(f"y_score must have shape (n_samples, n_classes) for a multiclass target, got {S.shape}")
+        raise DataError(
+            f"y_score must have shape (n_samples, n_classes) for a multiclass target, got {S.shape}"
+        )
     if not np.allclose(1, S.sum(axis=1)):
         raise DataError("target scores must be probabilities for multiclass roc_auc (rows summing to 1)")
     classes = present if labels is None else np.asarray(labels)
@@ -577,8 +630,9 @@ def roc_auc_score(y_true, y_score, *, average: str | None = "macro", multi_class
     return _average_ovr(_binary_roc_auc, Y, S, average, w)
 
 
-def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=None,
-                           drop_intermediate: bool = False):
+def precision_recall_curve(
+    y_true, y_score, *, pos_label=None, sample_weight=None, drop_intermediate: bool = False
+):
     """Precision-recall pairs for every distinct threshold (seed 000 E6).
 
     Returns ``(precision, recall, thresholds)``: precision and recall have one more
@@ -586,8 +640,9 @@ def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=Non
     """
     fps, tps, thr = _binary_clf_curve(y_true, y_score, pos_label, sample_weight)
     if drop_intermediate and len(fps) > 2:
-        keep = np.flatnonzero(np.concatenate(
-            [[True], np.logical_or(np.diff(tps[:-1]), np.diff(tps[1:])), [True]]))
+        keep = np.flatnonzero(
+            np.concatenate([[True], np.logical_or(np.diff(tps[:-1]), np.diff(tps[1:])), [True]])
+        )
         fps, tps, thr = fps[keep], tps[keep], thr[keep]
     ps = tps + fps
     precision = np.divide(tps, ps, out=np.zeros_like(tps), where=ps != 0)
@@ -604,8 +659,9 @@ def _binary_ap(y01, score, w) -> float:
     return float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
 
 
-def average_precision_score(y_true, y_score, *, average: str | None = "macro", pos_label=1,
-                            sample_weight=None):
+def average_precision_score(
+    y_true, y_score, *, average: str | None = "macro", pos_label=1, sample_weight=None
+):
     """Average precision ``AP = sum_n (R_n - R_{n-1}) P_n`` (step integral of the PR curve).
 
     Binary: ``y_score`` scores ``pos_label``.  Multiclass: one-vs-rest over the sorted
@@ -618,7 +674,9 @@ def average_precision_score(y_true, y_score, *, average: str | None = "macro", p
     present = unique_labels(y_true)
     if len(present) <= 2 and S.ndim == 1:
         if len(present) == 2 and not any(v == pos_label for v in present.tolist()):
-            raise DataError(f"pos_label={pos_label!r} is not a valid label; it should be one of {present.tolist()}")
+            raise DataError(
+                f"pos_label={pos_label!r} is not a valid label; it should be one of {present.tolist()}"
+            )
         y01 = np.asarray(y_true == pos_label, dtype=np.float64)
         return _binary_ap(y01, S, w)
     if S.ndim != 2 or S.shape[1] != len(present):
@@ -707,7 +765,9 @@ def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve
         report[f"precision_{avg}"] = _py(p)
         report[f"recall_{avg}"] = _py(r)
         report[f"f1_{avg}"] = _py(f)
-    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=labels, average=None, zero_division=0.0)
+    p, r, f, s = precision_recall_fscore_support(
+        y_true, y_pred, labels=labels, average=None, zero_division=0.0
+    )
     report["per_class"] = {
         str(lab): {"precision": _py(p[i]), "recall": _py(r[i]), "f1": _py(f[i]), "support": int(s[i])}
         for i, lab in enumerate(labels.tolist())
