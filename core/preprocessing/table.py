@@ -1,0 +1,344 @@
+"""Table -> matrix preprocessing stored in every model bundle.
+
+``TablePreprocessor`` turns named, typed columns into the float64 matrix an
+estimator consumes:
+
+* numeric / boolean columns (float64, NaN = missing, booleans as 0/1): imputed
+  with the mean / median / most frequent value learned at fit (an all-missing
+  column imputes 0) unless ``native_missing``; then, if ``scale``, standardised
+  ``(x - mean) / std`` (population std, constant column -> scale 1; seed 000 §4
+  "input standardization", l.2921) or min-max scaled to [0, 1].
+* categorical columns (object arrays of str, None or NaN = missing): either one
+  column of category codes 0..k-1 (``native_categorical``; categories sorted;
+  missing and unknown -> NaN if ``native_missing`` else the code of the most
+  frequent category) or k one-hot columns (missing and unknown -> all zeros).
+
+Choices are recorded in docs/decisions/preprocessing.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import repeat
+
+import numpy as np
+
+from ..validation import DataError, NotFittedError
+
+__all__ = ["TablePreprocessor", "FEATURE_TYPES"]
+
+FEATURE_TYPES = ("numeric", "boolean", "categorical")
+_IMPUTE = ("mean", "median", "most_frequent")
+_SCALE_METHODS = ("standard", "minmax")
+
+
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _numeric_column(name: str, col) -> np.ndarray:
+    """The column as a 1-d float64 array (None -> NaN); DataError naming the feature otherwise."""
+    arr = col if isinstance(col, np.ndarray) else np.asarray(col)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.dtype == np.float64:
+        out = arr
+    else:
+        try:
+            out = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            try:
+                out = np.array([np.nan if v is None else v for v in arr.tolist()], dtype=np.float64)
+            except (TypeError, ValueError):
+                bad = next((v for v in arr.tolist() if not _is_missing(v) and not _parses_as_float(v)), None)
+                raise DataError(
+                    f"feature '{name}' is numeric but holds non-numeric data (e.g. {bad!r})"
+                ) from None
+    if out.ndim != 1:
+        raise DataError(f"feature '{name}' must be 1-dimensional, got shape {out.shape}")
+    if np.isinf(out).any():
+        raise DataError(f"feature '{name}' contains infinity")
+    return out
+
+
+def _parses_as_float(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _category_column(name: str, col) -> np.ndarray:
+    arr = col if isinstance(col, np.ndarray) else np.asarray(col, dtype=object)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise DataError(f"feature '{name}' must be 1-dimensional, got shape {arr.shape}")
+    return arr
+
+
+def _category_strings(arr: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(values as str for non-missing entries, missing mask) -- used at fit only."""
+    if arr.dtype.kind in "US":
+        return arr.astype(str).tolist(), np.zeros(arr.shape[0], dtype=bool)
+    if arr.dtype.kind == "f":
+        miss = np.isnan(arr)
+        return [str(v) for v in arr[~miss].tolist()], miss
+    values = arr.tolist()
+    miss = np.fromiter((_is_missing(v) for v in values), dtype=bool, count=len(values))
+    return [v if isinstance(v, str) else str(v) for v, m in zip(values, miss, strict=False) if not m], miss
+
+
+class TablePreprocessor:
+    """Learned table -> float64 matrix transform (imputation, scaling, category encoding).
+
+    Parameters
+    ----------
+    scale: standardise numeric/boolean outputs (after imputation).
+    impute: "mean" | "median" | "most_frequent" for numeric/boolean missing values.
+    native_missing: leave NaN in numeric outputs (and categorical codes) for an
+        estimator that handles missing values itself.
+    native_categorical: one code column per categorical feature instead of one-hot.
+    scale_method: "standard" (z-score, default) or "minmax" ([0, 1] from the fit range).
+    """
+
+    def __init__(
+        self,
+        *,
+        scale: bool = False,
+        impute: str = "mean",
+        native_missing: bool = False,
+        native_categorical: bool = False,
+        scale_method: str = "standard",
+    ):
+        self.scale = scale
+        self.impute = impute
+        self.native_missing = native_missing
+        self.native_categorical = native_categorical
+        self.scale_method = scale_method
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, columns: Mapping[str, np.ndarray], types: Mapping[str, str]) -> TablePreprocessor:
+        """Learn imputation values, scaling and category lists from ``columns``.
+
+        ``types`` maps each feature name to "numeric" | "boolean" | "categorical";
+        its key order is the output feature order.
+        """
+        if self.impute not in _IMPUTE:
+            raise DataError(f"impute must be one of {list(_IMPUTE)}, got {self.impute!r}")
+        if self.scale_method not in _SCALE_METHODS:
+            raise DataError(f"scale_method must be one of {list(_SCALE_METHODS)}, got {self.scale_method!r}")
+        if not types:
+            raise DataError("at least one feature is required")
+        names = list(types)
+        for name in names:
+            if types[name] not in FEATURE_TYPES:
+                raise DataError(
+                    f"feature '{name}' has unknown type {types[name]!r}; expected one of {list(FEATURE_TYPES)}"
+                )
+        n_rows = None
+        num_names, num_fill, num_center, num_scale = [], [], [], []
+        categories: dict[str, list[str]] = {}
+        modes: dict[str, int] = {}
+        for name in names:
+            if name not in columns:
+                raise DataError(f"required feature '{name}' is missing from the input")
+            if types[name] == "categorical":
+                arr = _category_column(name, columns[name])
+                values, _ = _category_strings(arr)
+                uniq, counts = (
+                    np.unique(np.asarray(values, dtype=str), return_counts=True)
+                    if values
+                    else (np.empty(0, dtype=str), np.empty(0, dtype=np.intp))
+                )
+                categories[name] = uniq.tolist()
+                modes[name] = int(np.argmax(counts)) if len(counts) else -1
+            else:
+                arr = _numeric_column(name, columns[name])
+                fill, center, scale = self._numeric_stats(arr)
+                num_names.append(name)
+                num_fill.append(fill)
+                num_center.append(center)
+                num_scale.append(scale)
+            if n_rows is None:
+                n_rows = arr.shape[0]
+            elif arr.shape[0] != n_rows:
+                raise DataError(f"feature '{name}' has {arr.shape[0]} rows; expected {n_rows}")
+        if not n_rows:
+            raise DataError("the input has no rows")
+
+        # output layout
+        out_names: list[str] = []
+        cat_mask: list[bool] = []
+        num_pos: list[int] = []
+        cat_plan: list[tuple] = []
+        for name in names:
+            if types[name] == "categorical":
+                cats = categories[name]
+                if self.native_categorical:
+                    cat_plan.append((name, len(out_names), 1))
+                    out_names.append(name)
+                    cat_mask.append(True)
+                else:
+                    cat_plan.append((name, len(out_names), len(cats)))
+                    out_names.extend(f"{name}={c}" for c in cats)
+                    cat_mask.extend([False] * len(cats))
+            else:
+                num_pos.append(len(out_names))
+                out_names.append(name)
+                cat_mask.append(False)
+
+        self.feature_names_in_ = names
+        self.types_ = {name: types[name] for name in names}
+        self.categories_ = categories
+        self.statistics_ = dict(zip(num_names, num_fill, strict=False))
+        self.center_ = dict(zip(num_names, num_center, strict=False))
+        self.scale_ = dict(zip(num_names, num_scale, strict=False))
+        self.feature_names_out_ = out_names
+        self.categorical_mask_ = np.asarray(cat_mask, dtype=bool)
+        self.n_features_out_ = len(out_names)
+        # precomputed transform plan (plain containers: pickles cleanly, no lambdas)
+        self._num_names = num_names
+        self._num_pos = np.asarray(num_pos, dtype=np.intp)
+        self._num_fill = np.asarray(num_fill, dtype=np.float64)
+        self._num_center = np.asarray(num_center, dtype=np.float64)
+        self._num_scale = np.asarray(num_scale, dtype=np.float64)
+        self._cat_plan = cat_plan
+        self._cat_index = {name: {c: i for i, c in enumerate(categories[name])} for name in categories}
+        self._cat_sorted = {name: np.asarray(categories[name], dtype=str) for name in categories}
+        self._cat_fallback = {
+            name: (np.nan if self.native_missing or modes[name] < 0 else float(modes[name]))
+            for name in categories
+        }
+        return self
+
+    def _numeric_stats(self, arr: np.ndarray) -> tuple[float, float, float]:
+        present = arr[~np.isnan(arr)]
+        if present.size == 0:
+            fill = 0.0
+        elif self.impute == "mean":
+            fill = float(np.mean(present))
+        elif self.impute == "median":
+            fill = float(np.median(present))
+        else:
+            vals, counts = np.unique(present, return_counts=True)
+            fill = float(vals[np.argmax(counts)])  # smallest of the tied modes (as scikit-learn)
+        if self.native_missing:
+            fill = float("nan")
+            basis = present
+        else:
+            basis = np.where(np.isnan(arr), fill, arr)
+        center, scale = 0.0, 1.0
+        if self.scale and basis.size:
+            if self.scale_method == "standard":
+                center = float(np.mean(basis))
+                std = float(np.std(basis))
+                scale = std if std >= 10 * np.finfo(np.float64).eps * max(1.0, abs(center)) else 1.0
+            else:
+                lo, hi = float(np.min(basis)), float(np.max(basis))
+                center = lo
+                scale = hi - lo if hi > lo else 1.0
+        return fill, center, scale
+
+    # ------------------------------------------------------------------ transform
+    def transform(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The float64, C-contiguous matrix for ``columns`` (extra columns are ignored)."""
+        if not hasattr(self, "_cat_plan"):
+            raise NotFittedError("this TablePreprocessor is not fitted yet; call fit before using it")
+        n = None
+        num_cols = []
+        for name in self._num_names:
+            if name not in columns:
+                raise DataError(f"required feature '{name}' is missing from the input")
+            arr = _numeric_column(name, columns[name])
+            if n is None:
+                n = arr.shape[0]
+            elif arr.shape[0] != n:
+                raise DataError(f"feature '{name}' has {arr.shape[0]} rows; expected {n}")
+            num_cols.append(arr)
+        cat_cols = []
+        for name, _, _ in self._cat_plan:
+            if name not in columns:
+                raise DataError(f"required feature '{name}' is missing from the input")
+            arr = _category_column(name, columns[name])
+            if n is None:
+                n = arr.shape[0]
+            elif arr.shape[0] != n:
+                raise DataError(f"feature '{name}' has {arr.shape[0]} rows; expected {n}")
+            cat_cols.append(arr)
+        out = np.zeros((n, self.n_features_out_), dtype=np.float64)
+        if num_cols:
+            X = np.column_stack(num_cols) if len(num_cols) > 1 else num_cols[0].reshape(-1, 1).copy()
+            if not self.native_missing:
+                mask = np.isnan(X)
+                if mask.any():
+                    X[mask] = self._num_fill[np.nonzero(mask)[1]]
+            if self.scale:
+                X -= self._num_center
+                X /= self._num_scale
+            out[:, self._num_pos] = X
+        for (name, start, width), arr in zip(self._cat_plan, cat_cols, strict=False):
+            codes = self._codes(name, arr)
+            if self.native_categorical:
+                col = codes.astype(np.float64)
+                bad = codes < 0
+                if bad.any():
+                    col[bad] = self._cat_fallback[name]
+                out[:, start] = col
+            elif width:
+                ok = np.flatnonzero(codes >= 0)
+                out[ok, start + codes[ok]] = 1.0
+        return out
+
+    def _codes(self, name: str, arr: np.ndarray) -> np.ndarray:
+        """Category code of each entry; -1 for missing or unknown."""
+        index = self._cat_index[name]
+        if arr.dtype.kind in "US" and arr.shape[0] > 32:
+            cats = self._cat_sorted[name]
+            if cats.size == 0:
+                return np.full(arr.shape[0], -1, dtype=np.intp)
+            vals = arr.astype(str)
+            pos = np.minimum(np.searchsorted(cats, vals), cats.size - 1)
+            return np.where(cats[pos] == vals, pos, -1).astype(np.intp)
+        if arr.dtype.kind == "f":
+            values = [str(v) if v == v else None for v in arr.tolist()]
+        else:
+            values = arr.tolist()
+        codes = np.fromiter(map(index.get, values, repeat(-1)), dtype=np.intp, count=len(values))
+        if arr.dtype == object and (codes < 0).any():
+            # non-str, non-missing values (e.g. ints) are matched by their string form, as at fit
+            for i in np.flatnonzero(codes < 0).tolist():
+                v = values[i]
+                if not _is_missing(v) and not isinstance(v, str):
+                    codes[i] = index.get(str(v), -1)
+        return codes
+
+    def fit_transform(self, columns: Mapping[str, np.ndarray], types: Mapping[str, str]) -> np.ndarray:
+        return self.fit(columns, types).transform(columns)
+
+    # ------------------------------------------------------------------ description
+    def describe_features(self) -> list[dict]:
+        """The input feature schema: ``[{"name", "type", "categories"?}]`` in feature order."""
+        if not hasattr(self, "_cat_plan"):
+            raise NotFittedError("this TablePreprocessor is not fitted yet; call fit before using it")
+        out = []
+        for name in self.feature_names_in_:
+            d = {"name": name, "type": self.types_[name]}
+            if self.types_[name] == "categorical":
+                d["categories"] = list(self.categories_[name])
+            out.append(d)
+        return out
+
+    def get_params(self) -> dict:
+        return {
+            "scale": self.scale,
+            "impute": self.impute,
+            "native_missing": self.native_missing,
+            "native_categorical": self.native_categorical,
+            "scale_method": self.scale_method,
+        }
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"TablePreprocessor({inner})"
