@@ -1,0 +1,164 @@
+"""Rosenblatt perceptron, one-vs-rest or one-vs-one for several classes.
+
+Seed 000 §10 (eq. 10.5-10.6), seed 001 §2.3 (Algorithm 1, eq. 37), seed 004 §1.3.1.
+For targets t in {-1, +1}: a sample with t (w^T x + b) <= 0 is a mistake and triggers
+w <- w + eta0 s_i t x, b <- b + eta0 s_i t (the perceptron criterion's SGD step).
+Weights start at zero; samples are visited in a (per-epoch shuffled) order.
+The notes loop "until converged", which need not terminate on non-separable
+data (seed 001 L655), so like sklearn.linear_model.Perceptron we stop after
+``max_iter`` epochs, or when the epoch's perceptron loss sum max(0, -t z) has not
+improved by ``tol * n`` for ``n_iter_no_change`` epochs, or when an epoch makes no
+mistake.  Prediction follows sklearn: class +1 iff w^T x + b > 0 (seed 004 L274
+writes g(0) = 1; the tie only matters on the boundary itself).
+
+All binary sub-problems (one per class for OvR, one per pair for OvO) are trained
+together in one pass over the samples, each updating only on its own samples.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+from ..base import Classifier
+from ..context import NULL_CONTEXT
+from ..params import Bool, Choice, Float, Int, Seed
+from ..random import check_random_state
+from ..registry import register
+from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+
+
+def _train_perceptrons(X, T, s, p, rng, ctx):
+    """T: (n, m) targets in {-1, 0, +1} (0 = sample not in sub-problem m).  Returns W (m, d), b (m,)."""
+    n, d = X.shape
+    m = T.shape[1]
+    W = np.zeros((m, d))
+    b = np.zeros(m)
+    eta0 = p["eta0"]
+    fit_intercept = p["fit_intercept"]
+    tol = p["tol"]
+    active = np.ones(m, dtype=bool)
+    best = np.full(m, np.inf)
+    stall = np.zeros(m, dtype=int)
+    n_part = np.maximum((T != 0).sum(axis=0), 1)
+    order = np.arange(n)
+    rows = [X[i] for i in range(n)]
+    Tl = [T[i] for i in range(n)]
+    scale = eta0 * s
+    n_iter = 0
+    for n_iter in range(1, p["max_iter"] + 1):
+        if p["shuffle"]:
+            rng.shuffle(order)
+        loss = np.zeros(m)
+        mistakes = np.zeros(m)
+        act = active.astype(float)
+        for i in order:
+            x = rows[i]
+            t = Tl[i]
+            margin = t * (W @ x + b)
+            mis = (margin <= 0.0) & (t != 0)
+            if mis.any():
+                loss -= np.where(mis, margin, 0.0)
+                mistakes += mis
+                u = (scale[i] * act) * np.where(mis, t, 0.0)
+                W += np.outer(u, x)
+                if fit_intercept:
+                    b += u
+        ctx.step(n_iter, p["max_iter"])
+        # per-problem stopping (sklearn's rule), frozen problems stop updating
+        if tol is not None:
+            worse = loss > best - tol * n_part
+            stall = np.where(worse, stall + 1, 0)
+            best = np.minimum(best, loss)
+            active &= ~((stall >= p["n_iter_no_change"]) | (mistakes == 0))
+        else:
+            active &= mistakes != 0
+        if not active.any():
+            break
+    return W, b, n_iter
+
+
+@register
+class Perceptron(Classifier):
+    """Rosenblatt's mistake-driven linear classifier (no probabilities)."""
+
+    name = "perceptron"
+    summary = "Rosenblatt perceptron (mistake-driven updates), one-vs-rest or one-vs-one."
+    supports_sample_weight = True
+    needs_scaling = True
+    reports_progress = True
+
+    params = {
+        "eta0": Float(1.0, gt=0.0, doc="Learning rate of the update w += eta0 t x."),
+        "max_iter": Int(1000, ge=1, doc="Maximum number of epochs."),
+        "tol": Float(
+            1e-3, ge=0.0, nullable=True,
+            doc="Stop when the epoch loss has not improved by tol*n for n_iter_no_change epochs (null: off).",
+        ),
+        "n_iter_no_change": Int(5, ge=1, doc="Epochs without improvement before stopping."),
+        "shuffle": Bool(True, doc="Shuffle the samples every epoch."),
+        "fit_intercept": Bool(True, doc="Learn a bias b."),
+        "multi_class": Choice("ovr", choices=("ovr", "ovo"), doc="One-vs-rest or one-vs-one for k > 2."),
+        "random_state": Seed(None),
+    }
+
+    def fit(self, X, y, *, sample_weight=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, y = check_X_y(X, y)
+        classes, codes = self._encode_targets(y)
+        k = len(classes)
+        sw = check_sample_weight(sample_weight, X.shape[0])
+        rng = check_random_state(p["random_state"])
+        n = X.shape[0]
+        if k == 2:
+            mode, pairs = "binary", None
+            T = np.where(codes == 1, 1.0, -1.0)[:, None]
+        elif p["multi_class"] == "ovr":
+            mode, pairs = "ovr", None
+            T = -np.ones((n, k))
+            T[np.arange(n), codes] = 1.0
+        else:
+            mode = "ovo"
+            pairs = np.array(list(combinations(range(k), 2)), dtype=np.intp)
+            T = np.zeros((n, len(pairs)))
+            for j, (a, c) in enumerate(pairs):
+                T[codes == a, j] = 1.0
+                T[codes == c, j] = -1.0
+        W, b, n_iter = _train_perceptrons(X, T, sw, p, rng, ctx)
+        ctx.step(1, 1)
+        self.classes_ = classes
+        self.coef_ = W
+        self.intercept_ = b
+        self.multi_class_ = mode
+        self.pairs_ = pairs
+        self.n_iter_ = n_iter
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def decision_function(self, X):
+        """Binary: w^T x + b; OvR: one score per class; OvO: votes plus scaled confidences (as sklearn)."""
+        check_is_fitted(self, ["coef_"])
+        X = check_array(X)
+        check_n_features(self, X)
+        Z = X @ self.coef_.T + self.intercept_
+        if self.multi_class_ == "binary":
+            return Z[:, 0]
+        if self.multi_class_ == "ovr":
+            return Z
+        k = len(self.classes_)
+        votes = np.zeros((X.shape[0], k))
+        conf = np.zeros((X.shape[0], k))
+        a, c = self.pairs_[:, 0], self.pairs_[:, 1]
+        win_a = (Z > 0).astype(float)
+        np.add.at(votes.T, a, win_a.T)
+        np.add.at(votes.T, c, (1.0 - win_a).T)
+        np.add.at(conf.T, a, Z.T)
+        np.add.at(conf.T, c, -Z.T)
+        return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+    def predict(self, X):
+        Z = self.decision_function(X)
+        if self.multi_class_ == "binary":
+            return self.classes_[(Z > 0).astype(np.intp)]
+        return self.classes_[np.argmax(Z, axis=1)]
