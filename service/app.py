@@ -6,7 +6,6 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import ORJSONResponse
 
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, train
@@ -79,7 +78,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Train, evaluate and serve classical machine-learning models over REST.",
         lifespan=lifespan,
-        default_response_class=ORJSONResponse,
     )
     install_handlers(app)
     for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router):

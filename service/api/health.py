@@ -7,7 +7,7 @@ from ..schemas.models import Health, Problem
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health/live", response_model=Health, operation_id="health_live")
+@router.get("/health/live", response_model=Health, response_model_exclude_none=True, operation_id="health_live")
 def live() -> dict:
     """The process is up."""
     return {"status": "ok"}

@@ -1,0 +1,68 @@
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(data_dir=tmp_path / "data", workers=0, max_body_bytes=2_000_000, secret_key="test-secret")
+
+
+@pytest.fixture
+def client(settings):
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def wait_job(client, job_id, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in TERMINAL:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def iris_csv() -> str:
+    from sklearn.datasets import load_iris
+
+    d = load_iris()
+    names = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+    lines = [",".join(names + ["species"])]
+    for row, t in zip(d.data, d.target, strict=True):
+        lines.append(",".join(f"{v:g}" for v in row) + "," + d.target_names[t])
+    return "\n".join(lines) + "\n"
+
+
+def upload_csv(client, text, name=None, types=None):
+    params = {}
+    if name:
+        params["name"] = name
+    if types:
+        params["types"] = types
+    r = client.post("/v1/datasets", content=text.encode(), params=params, headers={"content-type": "text/csv"})
+    return r
+
+
+def train(client, **body):
+    r = client.post("/v1/train", json=body)
+    assert r.status_code == 202, r.text
+    job = wait_job(client, r.json()["job"]["id"])
+    return r.json()["model_id"], job
+
+
+def assert_problem(r, status, *fragments):
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json"), r.headers["content-type"]
+    body = r.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    for f in fragments:
+        assert f in body["detail"], (f, body["detail"])
+    return body

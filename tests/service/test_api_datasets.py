@@ -1,0 +1,113 @@
+import math
+
+from tests.service.conftest import assert_problem, iris_csv, upload_csv
+
+
+def test_health_and_algorithms(client):
+    assert client.get("/health/live").json() == {"status": "ok"}
+    ready = client.get("/health/ready").json()
+    assert ready["status"] == "ok" and set(ready["checks"]) == {"metadata", "artifacts", "queue"}
+    algos = client.get("/v1/algorithms").json()
+    assert algos["count"] == len(algos["data"]) >= 3
+    names = {a["name"] for a in algos["data"]}
+    assert {"linear_regression", "logistic_regression", "kmeans"} <= names
+    one = client.get("/v1/algorithms/kmeans").json()
+    assert one["task"] == "clustering"
+    assert one["params_schema"]["additionalProperties"] is False
+    assert one["params_schema"]["properties"]["n_clusters"]["default"] == 8
+    assert_problem(client.get("/v1/algorithms/nope"), 404, "nope")
+
+
+def test_csv_upload_infers_types_and_missing(client):
+    text = "a,b,c,d\n1,x,true,\n2.5,y,false,3\n,x,TRUE,4\n"
+    r = upload_csv(client, text, name="tiny")
+    assert r.status_code == 201, r.text
+    ds = r.json()
+    assert r.headers["location"] == f"/v1/datasets/{ds['id']}"
+    assert ds["name"] == "tiny" and ds["n_rows"] == 3 and ds["n_columns"] == 4
+    cols = {c["name"]: c for c in ds["columns"]}
+    assert cols["a"]["type"] == "numeric" and cols["a"]["n_missing"] == 1
+    assert math.isclose(cols["a"]["summary"]["mean"], 1.75)
+    assert cols["b"]["type"] == "categorical" and cols["b"]["summary"]["n_categories"] == 2
+    assert cols["c"]["type"] == "boolean" and cols["c"]["summary"] == {"true": 2, "false": 1}
+    assert cols["d"]["n_missing"] == 1
+    rows = client.get(f"/v1/datasets/{ds['id']}/rows", params={"limit": 2, "offset": 1}).json()
+    assert rows["columns"] == ["a", "b", "c", "d"]
+    assert rows["rows"] == [[2.5, "y", False, 3], [None, "x", True, 4]]
+    assert rows["total"] == 3
+
+
+def test_type_override_and_json_and_multipart(client):
+    r = upload_csv(client, "zip,v\n01000,1\n02000,2\n", types="zip:categorical")
+    assert r.status_code == 201
+    assert r.json()["columns"][0]["type"] == "categorical"
+    rows = client.get(f"/v1/datasets/{r.json()['id']}/rows").json()["rows"]
+    assert rows[0][0] == "01000"  # leading zero kept: the column was forced categorical
+    r = client.post("/v1/datasets", json={"name": "j", "columns": ["n", "s", "b"],
+                                          "rows": [[1, "a", True], [None, "b", False], [3.5, None, None]]})
+    assert r.status_code == 201, r.text
+    types = [c["type"] for c in r.json()["columns"]]
+    assert types == ["numeric", "categorical", "boolean"]
+    r = client.post("/v1/datasets", files={"file": ("iris.csv", iris_csv(), "text/csv")}, data={"name": "iris"})
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "iris" and r.json()["n_rows"] == 150
+
+
+def test_list_paginate_get_delete(client):
+    ids = [upload_csv(client, f"a\n{i}\n").json()["id"] for i in range(3)]
+    page = client.get("/v1/datasets", params={"limit": 2}).json()
+    assert page["count"] == 3 and len(page["data"]) == 2
+    assert client.get(f"/v1/datasets/{ids[0]}").json()["id"] == ids[0]
+    assert client.delete(f"/v1/datasets/{ids[0]}").status_code == 204
+    assert_problem(client.get(f"/v1/datasets/{ids[0]}"), 404, ids[0])
+    assert_problem(client.delete(f"/v1/datasets/{ids[0]}"), 404)
+    assert client.get("/v1/datasets").json()["count"] == 2
+    assert_problem(client.get("/v1/datasets", params={"limit": 0}), 422, "limit")
+
+
+def _count(client):
+    return client.get("/v1/datasets").json()["count"]
+
+
+def test_bad_uploads_are_422_and_store_nothing(client, settings):
+    cases = [
+        (b"", "empty"),
+        (b"a,b\n", "no data rows"),
+        (b"a,b\n1,2\n3\n", "line 3"),
+        (b"a,b\n1,\xff\xfe\n", "UTF-8"),
+        (b"a,a\n1,2\n", "duplicate column name 'a'"),
+        (b"a,\n1,2\n", "empty name"),
+        (b"a,b\n1,inf\n", "infinite"),
+    ]
+    for body, fragment in cases:
+        r = client.post("/v1/datasets", content=body, headers={"content-type": "text/csv"})
+        assert_problem(r, 422, fragment)
+    r = upload_csv(client, "a\nx\n", types="a:numeric")
+    assert_problem(r, 422, "declared numeric")
+    assert_problem(upload_csv(client, "a\n1\n", types="b:numeric"), 422, "'b'")
+    assert_problem(upload_csv(client, "a\n1\n", types="a:weird"), 422, "weird")
+    r = client.post("/v1/datasets", json={"columns": ["a", "b"], "rows": [[1]]})
+    assert_problem(r, 422, "rows.0")
+    r = client.post("/v1/datasets", json={"columns": ["a"], "rows": [[1]], "extra": 1})
+    assert_problem(r, 422, "extra")
+    r = client.post("/v1/datasets", content=b"<x/>", headers={"content-type": "application/xml"})
+    assert_problem(r, 415, "application/xml")
+    r = client.post("/v1/datasets", files={"other": ("a.csv", "a\n1\n", "text/csv")})
+    assert_problem(r, 422, "file")
+    assert _count(client) == 0
+    leftovers = list((settings.data_dir / "datasets").iterdir()) + list((settings.data_dir / "tmp").iterdir())
+    assert leftovers == []
+
+
+def test_body_limit_is_413(client):
+    big = b"a\n" + b"1\n" * 1_100_000  # > 2 MB limit of the test settings
+    r = client.post("/v1/datasets", content=big, headers={"content-type": "text/csv"})
+    assert_problem(r, 413, "limit")
+
+    def gen():  # no Content-Length: the streamed size is counted
+        for _ in range(300):
+            yield b"1\n" * 5000
+
+    r = client.post("/v1/datasets", content=gen(), headers={"content-type": "text/csv"})
+    assert_problem(r, 413)
+    assert _count(client) == 0
