@@ -18,8 +18,8 @@ ERRORS = {
 
 
 def errors(*codes: int) -> dict:
-    return {c: {**ERRORS[c], "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}}
-            for c in codes}
+    ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
+    return {c: {**ERRORS[c], "content": {"application/problem+json": ref}} for c in codes}
 
 
 class Page:

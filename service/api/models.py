@@ -9,7 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import Conflict, NotFound, invalid
 from ..runtime import rt
-from ..schemas.models import EvaluateRequest, EvaluateResponse, Model, ModelList, PredictRequest, PredictResponse
+from ..schemas.models import (
+    EvaluateRequest,
+    EvaluateResponse,
+    Model,
+    ModelList,
+    PredictResponse,
+)
 from ..services import datasets as ds
 from ..services.evaluation import evaluate_matrix
 from ..services.tables import parse_json_table

@@ -21,7 +21,6 @@ QUEUE_NAME = "orchard"
 def run_job(job_id: str) -> str:
     """RQ entry point (imported by name in the worker)."""
     from ..services.training import execute_job
-    from .runtime import open_stores
 
     settings = Settings()
     meta, art = _stores(settings)

@@ -6,7 +6,10 @@ import numpy as np
 
 from core.metrics import classification_report, regression_report
 from core.metrics.clustering import (
-    adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score, silhouette_score,
+    adjusted_rand_score,
+    calinski_harabasz_score,
+    normalized_mutual_info_score,
+    silhouette_score,
 )
 
 SILHOUETTE_MAX_ROWS = 20_000

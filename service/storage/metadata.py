@@ -12,8 +12,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
-    JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, create_engine, event,
-    func, select, update,
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    func,
+    select,
+    update,
 )
 from sqlalchemy.engine import Engine
 
