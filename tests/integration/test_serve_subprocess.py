@@ -1,0 +1,109 @@
+"""`orchard serve` as a real process: the README walkthrough, a restart, and a SIGKILL mid-job."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service.conftest import iris_csv
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir: Path, port: int):
+        self.data_dir, self.port = data_dir, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = None
+
+    def start(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
+        env["PYTHONPATH"] = str(ROOT)
+        self.log = open(self.data_dir.parent / f"server-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--data-dir",
+             str(self.data_dir), "--workers", "1"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, "server exited during start-up"
+            try:
+                if httpx.get(self.url + "/health/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("server did not become ready")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+        self.log.close()
+
+
+def _wait(c: httpx.Client, job_id: str, states=("succeeded", "failed", "cancelled"), timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = c.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(job)
+
+
+def test_walkthrough_restart_and_kill(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    server = Server(data, _free_port()).start()
+    try:
+        c = httpx.Client(base_url=server.url, timeout=30)
+        ds = c.post("/v1/datasets?name=iris", content=iris_csv(), headers={"content-type": "text/csv"})
+        assert ds.status_code == 201, ds.text
+        ds_id = ds.json()["id"]
+        r = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds_id,
+                                      "target": "species", "name": "iris-lr"})
+        assert r.status_code == 202
+        job = _wait(c, r.json()["job"]["id"])
+        assert job["status"] == "succeeded", job
+        mid = r.json()["model_id"]
+        rows = {"rows": [[5.1, 3.5, 1.4, 0.2], [6.0, 2.7, 5.1, 1.6], [6.7, 3.0, 5.2, 2.3]], "return_proba": True}
+        before = c.post(f"/v1/models/{mid}/predict", json=rows).json()
+        assert before["predictions"][0] == "setosa"
+        ev = c.post(f"/v1/models/{mid}/evaluate", json={"dataset_id": ds_id}).json()
+        assert ev["metrics"]["accuracy"] > 0.9
+        # a long job, killed with the whole server mid-fit
+        r = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds_id, "target": "species",
+                                      "params": {"solver": "gd", "max_iter": 10_000_000, "tol": 1e-300, "C": 1e10}})
+        long_job = r.json()["job"]["id"]
+        _wait(c, long_job, states=("running",))
+        c.close()
+    finally:
+        server.stop(signal.SIGKILL)
+    assert (data / "secret.key").exists()
+
+    server = Server(data, _free_port()).start()
+    try:
+        c = httpx.Client(base_url=server.url, timeout=30)
+        job = c.get(f"/v1/jobs/{long_job}").json()
+        assert job["status"] == "failed", job
+        assert "stopped while this job was running" in job["error"]["message"]
+        after = c.post(f"/v1/models/{mid}/predict", json=rows).json()
+        assert after == before
+        assert c.get(f"/v1/datasets/{ds_id}").json()["n_rows"] == 150
+        c.close()
+    finally:
+        server.stop()
