@@ -73,7 +73,7 @@ class BayesianLinearRegression(Regressor):
         rng = check_random_state(p["random_state"])
         basis = make_basis(p, X, rng)
         Phi = basis.transform(X)
-        n, d = Phi.shape
+        n_eff = float(sw.sum())  # weights count as repetitions (sklearn's sw_sum)
         Xc, yc, x_mean, y_mean = center_data(Phi, y, sw, p["fit_intercept"])
         sq = np.sqrt(sw)
         Xs, ys = Xc * sq[:, None], yc * sq
@@ -85,7 +85,8 @@ class BayesianLinearRegression(Regressor):
         alpha = p["alpha"]
         beta = p["beta"]
         if beta is None:
-            var = float(np.var(y))
+            s_norm = sw / sw.sum()
+            var = float(s_norm @ (y - s_norm @ y) ** 2)  # weighted variance (sklearn)
             beta = 1.0 / (var + np.finfo(float).eps * 10)
 
         def posterior_mean(a, b):
@@ -98,7 +99,7 @@ class BayesianLinearRegression(Regressor):
                 rss = float(np.sum((ys - Xs @ coef) ** 2))
                 gamma = float(np.sum(beta * eig / (alpha + beta * eig)))
                 alpha = (gamma + 2 * _EPS_PRIOR) / (float(coef @ coef) + 2 * _EPS_PRIOR)
-                beta = (n - gamma + 2 * _EPS_PRIOR) / (rss + 2 * _EPS_PRIOR)
+                beta = (n_eff - gamma + 2 * _EPS_PRIOR) / (rss + 2 * _EPS_PRIOR)
                 new = posterior_mean(alpha, beta)
                 change = float(np.sum(np.abs(new - coef)))
                 coef = new
