@@ -120,7 +120,8 @@ class SMOResult:
     __slots__ = ("alpha", "rho", "n_iter", "obj", "converged", "G")
 
     def __init__(self, alpha, rho, n_iter, obj, converged, G):
-        self.alpha, self.rho, self.n_iter, self.obj, self.converged, self.G = alpha, rho, n_iter, obj, converged, G
+        self.alpha, self.rho, self.n_iter = alpha, rho, n_iter
+        self.obj, self.converged, self.G = obj, converged, G
 
 
 def solve_smo(

@@ -28,7 +28,13 @@ from ..kernels import BaseKernel
 from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, NotFittedError, check_array, check_sample_weight, check_X_y
+from ..validation import (
+    NotFittedError,
+    check_array,
+    check_n_features,
+    check_sample_weight,
+    check_X_y,
+)
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
 from .pegasos import pegasos
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
@@ -52,7 +58,7 @@ class SVMClassifier(Classifier):
         "tol": Float(1e-3, gt=0, doc="Stopping tolerance on the maximal KKT violation."),
         "cache_size": Float(200.0, gt=0, doc="Kernel cache size in MB."),
         "class_weight": class_weight_spec(),
-        "max_iter": Int(-1, ge=-1, doc="SMO iterations (per binary problem) or Pegasos epochs; -1: no limit."),
+        "max_iter": Int(-1, ge=-1, doc="SMO iterations per problem or Pegasos epochs; -1: no limit."),
         "multi_class": Choice("ovo", choices=("ovo", "ovr"), doc="Multiclass strategy for training."),
         "decision_function_shape": Choice("ovr", choices=("ovr", "ovo")),
         "solver": Choice("smo", choices=("smo", "pegasos"), doc="'pegasos' needs kernel='linear'."),
@@ -78,7 +84,7 @@ class SVMClassifier(Classifier):
         kernel = make_kernel(p, X)
         solver = p["solver"]
         if solver == "pegasos" and not _is_linear(kernel):
-            raise ParamError("solver", "'pegasos' solves the linear primal; use kernel='linear' or solver='smo'")
+            raise ParamError("solver", "'pegasos' solves the linear primal; use kernel='linear' or 'smo'")
         rng = check_random_state(p["random_state"])
         k = len(classes)
         problems = _problems(codes, k, p["multi_class"])
@@ -127,7 +133,8 @@ class SVMClassifier(Classifier):
             self.support_ = support.astype(np.intp)
             self.support_vectors_ = X[support].copy()
             self.n_support_ = np.bincount(codes[support], minlength=k).astype(np.intp)
-            self.dual_coef_ = _libsvm_dual_coef(W, codes[support], k) if (p["multi_class"] == "ovo" and k > 2) else W
+            ovo = p["multi_class"] == "ovo" and k > 2
+            self.dual_coef_ = _libsvm_dual_coef(W, codes[support], k) if ovo else W
             self.intercept_ = b
             self.n_iter_ = np.array([m.n_iter for m in models])
             self._W = W
@@ -152,8 +159,7 @@ class SVMClassifier(Classifier):
         if not hasattr(self, "classes_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
         X = check_array(X)
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        check_n_features(self, X)
         if self._linear_w is not None:
             return X @ self._linear_w.T + self.intercept_
         return self._kernel(X, self.support_vectors_) @ self._W.T + self.intercept_

@@ -18,7 +18,13 @@ from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..params import Float, Int
 from ..registry import register
-from ..validation import DataError, NotFittedError, check_array, check_sample_weight, check_X_y
+from ..validation import (
+    NotFittedError,
+    check_array,
+    check_n_features,
+    check_sample_weight,
+    check_X_y,
+)
 from .common import kernel_params, make_kernel
 from .smo import KernelRows, solve_smo
 
@@ -73,8 +79,7 @@ class SVMRegressor(Regressor):
         if not hasattr(self, "n_features_in_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
         X = check_array(X)
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        check_n_features(self, X)
         if self._linear:
             return X @ self.coef_[0] + self.intercept_[0]
         return self._kernel(X, self.support_vectors_) @ self.dual_coef_[0] + self.intercept_[0]
