@@ -1,0 +1,60 @@
+"""Shared pieces of the SVM estimators: parameter specs, class weights, kernel set-up."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import KernelSpec, build_kernel
+from ..params import Choice, DictOf, Float, Int, OneOf, ParamError
+
+__all__ = ["gamma_spec", "kernel_params", "class_weight_vector", "make_kernel"]
+
+
+def gamma_spec(default="scale"):
+    return OneOf(
+        default,
+        options=[Choice(choices=("scale", "auto")), Float(gt=0)],
+        doc="Kernel coefficient of rbf/poly/sigmoid/laplacian: 'scale' = 1/(n_features Var(X)), "
+        "'auto' = 1/n_features, or a positive number.",
+    )
+
+
+def kernel_params(default_kernel="rbf", default_gamma="scale", default_coef0=0.0) -> dict:
+    return {
+        "kernel": KernelSpec(default_kernel),
+        "degree": Int(3, ge=1, doc="Degree of the poly kernel."),
+        "gamma": gamma_spec(default_gamma),
+        "coef0": Float(default_coef0, doc="Independent term of the poly and sigmoid kernels."),
+    }
+
+
+def class_weight_spec():
+    return OneOf(
+        None,
+        options=[Choice(choices=("balanced",)), DictOf(Float(gt=0))],
+        nullable=True,
+        doc="Per-class multiplier of C: 'balanced' (n / (k n_c)) or {label: weight}.",
+    )
+
+
+def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Weights per class code (ones by default), as scikit-learn's compute_class_weight."""
+    k = len(classes)
+    if class_weight is None:
+        return np.ones(k)
+    if class_weight == "balanced":
+        counts = np.bincount(codes, minlength=k).astype(np.float64)
+        return len(codes) / (k * counts)
+    w = np.ones(k)
+    lookup = {str(c): i for i, c in enumerate(classes.tolist())}
+    for key, val in class_weight.items():
+        idx = lookup.get(str(key))
+        if idx is None:
+            raise ParamError("class_weight", f"label {key!r} is not a class of y ({list(lookup)})")
+        w[idx] = float(val)
+    return w
+
+
+def make_kernel(p: dict, X: np.ndarray):
+    """The estimator's kernel object, with gamma 'scale'/'auto' resolved on the training X."""
+    return build_kernel(p["kernel"], gamma=p["gamma"], degree=p["degree"], coef0=p["coef0"]).resolved(X)

@@ -1,0 +1,117 @@
+"""Probability outputs for SVMs: Platt scaling and pairwise coupling (as LIBSVM).
+
+* Platt (1999) with the improved Newton method of Lin, Lin & Weng (2007):
+  P(y = +1 | f) = 1 / (1 + exp(A f + B)), fitted on cross-validated decision
+  values with regularised targets (N+ + 1)/(N+ + 2) and 1/(N- + 2).
+* Multiclass: pairwise coupling, method 2 of Wu, Lin & Weng (2004) (LIBSVM's
+  ``multiclass_probability``), vectorised over samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["sigmoid_train", "sigmoid_predict", "pairwise_coupling"]
+
+
+def _fapb_loss(fApB, t):
+    # t*fApB + log(1 + exp(-fApB)) written stably for both signs
+    return np.where(
+        fApB >= 0,
+        t * fApB + np.log1p(np.exp(-np.abs(fApB))),
+        (t - 1.0) * fApB + np.log1p(np.exp(-np.abs(fApB))),
+    ).sum()
+
+
+def sigmoid_train(dec: np.ndarray, labels: np.ndarray, sample_weight=None) -> tuple[float, float]:
+    """Fit A, B of Platt's sigmoid by Newton's method with backtracking (Lin et al. 2007)."""
+    dec = np.asarray(dec, dtype=np.float64)
+    pos = labels > 0
+    prior1 = float(pos.sum())
+    prior0 = float(len(labels) - prior1)
+    hi = (prior1 + 1.0) / (prior1 + 2.0)
+    lo = 1.0 / (prior0 + 2.0)
+    t = np.where(pos, hi, lo)
+    A, B = 0.0, float(np.log((prior0 + 1.0) / (prior1 + 1.0)))
+    fval = _fapb_loss(dec * A + B, t)
+    sigma, min_step, eps = 1e-12, 1e-10, 1e-5
+    for _ in range(100):
+        fApB = dec * A + B
+        e = np.exp(-np.abs(fApB))
+        p = np.where(fApB >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
+        q = 1.0 - p
+        d2 = p * q
+        h11 = sigma + float(dec @ (dec * d2))
+        h22 = sigma + float(d2.sum())
+        h21 = float(dec @ d2)
+        d1 = t - p
+        g1 = float(dec @ d1)
+        g2 = float(d1.sum())
+        if abs(g1) < eps and abs(g2) < eps:
+            break
+        det = h11 * h22 - h21 * h21
+        dA = -(h22 * g1 - h21 * g2) / det
+        dB = -(-h21 * g1 + h11 * g2) / det
+        gd = g1 * dA + g2 * dB
+        step = 1.0
+        while step >= min_step:
+            nA, nB = A + step * dA, B + step * dB
+            nf = _fapb_loss(dec * nA + nB, t)
+            if nf < fval + 1e-4 * step * gd:
+                A, B, fval = nA, nB, nf
+                break
+            step /= 2.0
+        if step < min_step:
+            break
+    return float(A), float(B)
+
+
+def sigmoid_predict(dec, A: float, B: float) -> np.ndarray:
+    """1 / (1 + exp(A f + B)), computed without overflow."""
+    fApB = np.asarray(dec, dtype=np.float64) * A + B
+    e = np.exp(-np.abs(fApB))
+    return np.where(fApB >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
+
+
+def pairwise_coupling(r: np.ndarray, k: int) -> np.ndarray:
+    """Class probabilities from pairwise ones (Wu, Lin & Weng 2004, method 2).
+
+    ``r`` has shape (n, k(k-1)/2): r[:, pair(i, j)] = P(y = i | y in {i, j}, x) for i < j,
+    pairs in the order (0,1), (0,2), ..., (k-2, k-1).  Returns (n, k) rows summing to 1.
+    """
+    n = r.shape[0]
+    r = np.clip(r, 1e-7, 1.0 - 1e-7)
+    R = np.zeros((n, k, k))
+    pi, pj = np.triu_indices(k, 1)
+    R[:, pi, pj] = r
+    R[:, pj, pi] = 1.0 - r
+    # Q[t][t] = sum_{j != t} r_jt^2 ; Q[t][j] = -r_jt r_tj
+    Q = -R.transpose(0, 2, 1) * R  # Q[t, j] = -R[j, t] * R[t, j]
+    diag = (R.transpose(0, 2, 1) ** 2).sum(axis=2) - 0.0  # sum_j R[j,t]^2 (R[t,t] = 0)
+    Q[:, np.arange(k), np.arange(k)] = diag
+    p = np.full((n, k), 1.0 / k)
+    eps = 0.005 / k
+    active = np.ones(n, dtype=bool)
+    for _ in range(max(100, k)):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        Qa, pa = Q[idx], p[idx]
+        Qp = np.einsum("ntj,nj->nt", Qa, pa)
+        pQp = np.einsum("nt,nt->n", pa, Qp)
+        err = np.abs(Qp - pQp[:, None]).max(axis=1)
+        done = err < eps
+        active[idx[done]] = False
+        idx = idx[~done]
+        if idx.size == 0:
+            break
+        Qa, pa, Qp, pQp = Qa[~done], pa[~done], Qp[~done], pQp[~done]
+        for t in range(k):
+            Qtt = Qa[:, t, t]
+            diff = (-Qp[:, t] + pQp) / Qtt
+            pa[:, t] += diff
+            pQp = (pQp + diff * (diff * Qtt + 2.0 * Qp[:, t])) / (1.0 + diff) ** 2
+            Qp = (Qp + diff[:, None] * Qa[:, t, :]) / (1.0 + diff)[:, None]
+            pa /= (1.0 + diff)[:, None]
+        p[idx] = pa
+    return p

@@ -1,0 +1,320 @@
+"""Sequential minimal optimisation for the SVM duals (the LIBSVM solver, in NumPy).
+
+Solves the generic box-constrained QP of LIBSVM (Chang & Lin 2011, eq. 11)::
+
+    min_a  1/2 a^T Q a + p^T a     s.t.  y^T a = const,  0 <= a_t <= C_t,
+    Q_st = y_s y_t K(x_s, x_t),   y_t in {+1, -1}
+
+* C-SVC (seed 000 §11.3 eq. 11.14; seed 001 §6.4): p = -1, y = labels, a^(0) = 0.
+* epsilon-SVR: 2n variables a = [a+, a-], y = [+1.., -1..], p = [eps - z, eps + z].
+
+Each iteration picks the working pair (i, j) by the second-order rule of Fan, Chen &
+Lin (2005) ("WSS 2"): i = argmax_{t in I_up} -y_t G_t, then
+j = argmin_{t in I_low, -y_t G_t < -y_i G_i} -b_it^2 / a_it with
+a_it = K_ii + K_tt - 2 K_it, b_it = -y_i G_i + y_t G_t, and solves the
+two-variable problem analytically (clipped to the box).  It stops when the
+maximal violating pair satisfies m(a) - M(a) < tol (the KKT conditions to tol).
+
+Per iteration the work is a handful of O(n) NumPy operations on two cached
+kernel rows (the Python loop is over iterations only).  Kernel rows come from a
+:class:`KernelRows` cache: the whole Gram matrix when it fits ``cache_size`` MB,
+otherwise an LRU cache of rows computed on demand.  (LIBSVM's shrinking is not
+implemented: with NumPy the gather/scatter on a shrunk active set costs about as
+much as the full O(n) vector operations it would save; see docs/decisions/kernels.md.)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from ..context import NULL_CONTEXT
+from ..kernels import BaseKernel, Kernel
+
+__all__ = ["KernelRows", "solve_smo", "SMOResult"]
+
+TAU = 1e-12
+
+
+class KernelRows:
+    """Kernel rows K(x_i, X) of a training set, cached.
+
+    ``dense`` is used when the full Gram matrix fits in ``cache_mb``; otherwise
+    rows are computed on demand and kept in an LRU cache of that size.
+    ``index`` restricts the problem to a subset of ``X`` (a precomputed Gram
+    matrix ``K_full`` of all of ``X`` may be given; subsets then slice it).
+    """
+
+    def __init__(self, kernel: Kernel, X: np.ndarray, cache_mb: float = 200.0, K_full=None, index=None):
+        self.kernel = kernel
+        self.n = X.shape[0] if index is None else len(index)
+        if K_full is not None:
+            self.dense = K_full if index is None else K_full[np.ix_(index, index)]
+            self.X = None
+        elif 8.0 * self.n * self.n <= cache_mb * 1e6:
+            Xs = X if index is None else X[index]
+            self.dense = np.ascontiguousarray(kernel(Xs))
+            self.X = None
+        else:
+            self.dense = None
+            self.X = X if index is None else np.ascontiguousarray(X[index])
+            self.capacity = max(2, int(cache_mb * 1e6 / (8.0 * self.n)))
+            self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+            self._fast = kernel.row_kernel() if isinstance(kernel, BaseKernel) else None
+            if self._fast is not None and self._fast[0] == "rbf":
+                self._sq = np.einsum("ij,ij->i", self.X, self.X)
+        self.hits = 0
+        self.misses = 0
+        self._diag = None
+
+    def diag(self) -> np.ndarray:
+        if self._diag is None:
+            if self.dense is not None:
+                self._diag = np.ascontiguousarray(np.diagonal(self.dense)).copy()
+            else:
+                self._diag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)
+        return self._diag
+
+    def _compute(self, i: int) -> np.ndarray:
+        X = self.X
+        fast = self._fast
+        if fast is not None:
+            name, gamma, degree, coef0 = fast
+            if name == "rbf":
+                r = X @ X[i]
+                r *= 2.0
+                r -= self._sq
+                r -= self._sq[i]
+                r *= gamma
+                np.minimum(r, 0.0, out=r)
+                return np.exp(r, out=r)
+            if name == "linear":
+                return X @ X[i]
+        return self.kernel(X[i : i + 1], X)[0]
+
+    def row(self, i: int) -> np.ndarray:
+        if self.dense is not None:
+            return self.dense[i]
+        cache = self._cache
+        r = cache.get(i)
+        if r is not None:
+            cache.move_to_end(i)
+            self.hits += 1
+            return r
+        self.misses += 1
+        r = self._compute(i)
+        cache[i] = r
+        if len(cache) > self.capacity:
+            cache.popitem(last=False)
+        return r
+
+    def rows_matrix(self, idx) -> np.ndarray:
+        """K[idx, :] (used to rebuild gradients)."""
+        if self.dense is not None:
+            return self.dense[idx]
+        return self.kernel(self.X[idx], self.X)
+
+
+class SMOResult:
+    __slots__ = ("alpha", "rho", "n_iter", "obj", "converged", "G")
+
+    def __init__(self, alpha, rho, n_iter, obj, converged, G):
+        self.alpha, self.rho, self.n_iter = alpha, rho, n_iter
+        self.obj, self.converged, self.G = obj, converged, G
+
+
+def solve_smo(
+    rows: KernelRows,
+    y: np.ndarray,
+    p: np.ndarray,
+    C: np.ndarray,
+    *,
+    tol: float = 1e-3,
+    max_iter: int = -1,
+    ctx=NULL_CONTEXT,
+    report_every: int = 200,
+) -> SMOResult:
+    """Minimise 1/2 a^T Q a + p^T a over the box and the equality y^T a = 0 (a^(0) = 0).
+
+    ``rows`` serves kernel rows for the first n variables; when ``len(y) == 2 n``
+    (SVR) variable t uses the row of sample t mod n, tiled twice.
+    """
+    m = y.shape[0]
+    n = rows.n
+    tiled = m == 2 * n
+    y = y.astype(np.float64)
+    C = np.asarray(C, dtype=np.float64)
+    a = np.zeros(m)
+    G = p.astype(np.float64).copy()
+    QD = rows.diag()
+    if tiled:
+        QD = np.concatenate([QD, QD])
+    ypos = y > 0
+    yneg = ~ypos
+    # I_up: can move "up" along y; I_low: can move down.
+    up = (ypos & (a < C)) | (yneg & (a > 0))
+    low = (yneg & (a < C)) | (ypos & (a > 0))
+    if max_iter is None or max_iter < 0:
+        max_iter = max(10_000_000, 100 * m)
+
+    def krow(t):
+        r = rows.row(t % n if tiled else t)
+        return np.concatenate([r, r]) if tiled else r
+
+    inf = np.inf
+    it = 0
+    converged = False
+    yl = y.tolist()
+    Cl = C.tolist()
+    QDl = QD.tolist()
+    yG = np.empty(m)
+    tmp = np.empty(m)
+    bl = np.empty(m)
+    quad = np.empty(m)
+    argmin = np.ndarray.argmin
+    argmax = np.ndarray.argmax
+    multiply = np.multiply
+    maxreduce = np.maximum.reduce
+    while it < max_iter:
+        it += 1
+        if it % report_every == 0:
+            ctx.step(min(it / (it + 10.0 * m), 0.99), 1.0, iteration=it)
+        # ---- working-set selection (WSS 2) ----
+        # i = argmax_{I_up} -y_t G_t
+        multiply(y, G, out=yG)
+        np.copyto(tmp, inf)
+        np.copyto(tmp, yG, where=up)
+        i = int(argmin(tmp))
+        Gmax = -tmp[i]
+        if Gmax == -inf:
+            converged = True
+            break
+        # b_t = -y_i G_i + y_t G_t on I_low (else 0); stop when max_{I_low} b < tol (m(a) - M(a) < tol)
+        np.add(yG, Gmax, out=bl)
+        bl *= low
+        np.maximum(bl, 0.0, out=bl)
+        if maxreduce(bl) < tol:
+            converged = True
+            break
+        Ki = krow(i)
+        # a_it = K_ii + K_tt - 2 K_it (>= tau); j = argmax_{b_t > 0} b_t^2 / a_it
+        multiply(Ki, -2.0, out=quad)
+        quad += QD
+        quad += QDl[i]
+        np.maximum(quad, TAU, out=quad)
+        bl *= bl
+        bl /= quad
+        j = int(argmax(bl))
+        if bl[j] <= 0.0:
+            converged = True
+            break
+        Kj = krow(j)
+        # ---- analytic two-variable update (LIBSVM Solver::Solve) ----
+        yi, yj = yl[i], yl[j]
+        Ci, Cj = Cl[i], Cl[j]
+        ai, aj = float(a[i]), float(a[j])
+        Gi, Gj = float(G[i]), float(G[j])
+        Kij = float(Ki[j])
+        Qij = yi * yj * Kij
+        if yi != yj:
+            qc = QDl[i] + QDl[j] + 2.0 * Qij
+            if qc <= 0:
+                qc = TAU
+            delta = (-Gi - Gj) / qc
+            diff = ai - aj
+            ai += delta
+            aj += delta
+            if diff > 0:
+                if aj < 0:
+                    aj = 0.0
+                    ai = diff
+            elif ai < 0:
+                ai = 0.0
+                aj = -diff
+            if diff > Ci - Cj:
+                if ai > Ci:
+                    ai = Ci
+                    aj = Ci - diff
+            elif aj > Cj:
+                aj = Cj
+                ai = Cj + diff
+        else:
+            qc = QDl[i] + QDl[j] - 2.0 * Qij
+            if qc <= 0:
+                qc = TAU
+            delta = (Gi - Gj) / qc
+            s = ai + aj
+            ai -= delta
+            aj += delta
+            if s > Ci:
+                if ai > Ci:
+                    ai = Ci
+                    aj = s - Ci
+            elif aj < 0:
+                aj = 0.0
+                ai = s
+            if s > Cj:
+                if aj > Cj:
+                    aj = Cj
+                    ai = s - Cj
+            elif ai < 0:
+                ai = 0.0
+                aj = s
+        dai = ai - float(a[i])
+        daj = aj - float(a[j])
+        a[i] = ai
+        a[j] = aj
+        # G_t += Q_ti dai + Q_tj daj = y_t (y_i dai K_ti + y_j daj K_tj)
+        ci = yi * dai
+        cj = yj * daj
+        upd = Ki * ci
+        upd += Kj * cj
+        upd *= y
+        G += upd
+        up[i] = (ai < Ci) if yi > 0 else (ai > 0)
+        low[i] = (ai < Ci) if yi < 0 else (ai > 0)
+        up[j] = (aj < Cj) if yj > 0 else (aj > 0)
+        low[j] = (aj < Cj) if yj < 0 else (aj > 0)
+    rho = _calculate_rho(a, G, y, C)
+    obj = 0.5 * float(a @ (G + p))
+    return SMOResult(a, rho, it, obj, converged, G)
+
+
+def _reconstruct_gradient(a, p, y, rows, tiled, n):
+    """G = Q a + p from scratch, using the kernel rows of the non-zero a."""
+    G = p.astype(np.float64).copy()
+    nz = np.flatnonzero(a)
+    if nz.size == 0:
+        return G
+    if tiled:
+        coef = np.zeros(n)
+        np.add.at(coef, nz % n, y[nz] * a[nz])
+        nzs = np.flatnonzero(coef)
+        K = rows.rows_matrix(nzs)
+        G += y * np.tile(coef[nzs] @ K, 2)
+        return G
+    for start in range(0, nz.size, 512):
+        idx = nz[start : start + 512]
+        G += y * ((y[idx] * a[idx]) @ rows.rows_matrix(idx))
+    return G
+
+
+def _calculate_rho(a, G, y, C) -> float:
+    """rho = mean of y_t G_t over free variables (LIBSVM calculate_rho), else the midpoint of bounds."""
+    yG = y * G
+    at_upper = a >= C
+    at_lower = a <= 0
+    free = ~(at_upper | at_lower)
+    if free.any():
+        return float(yG[free].mean())
+    ypos = y > 0
+    ub_mask = (at_upper & ~ypos) | (at_lower & ypos)
+    lb_mask = (at_upper & ypos) | (at_lower & ~ypos)
+    ub = yG[ub_mask].min() if ub_mask.any() else np.inf
+    lb = yG[lb_mask].max() if lb_mask.any() else -np.inf
+    if not np.isfinite(ub):
+        ub = lb if np.isfinite(lb) else 0.0
+    if not np.isfinite(lb):
+        lb = ub
+    return float((ub + lb) / 2.0)
