@@ -24,14 +24,24 @@ from ..validation import DataError
 from ._binning import AUTO_HIST_MIN_SAMPLES, bin_features, resolve_categorical
 from ._tree import LEAF, NodeTable, Tree, grow_tree
 
-__all__ = ["tree_params", "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
+__all__ = ["Fraction", "tree_params", "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
            "reduced_error_prune", "cost_complexity_prune", "max_features_spec"]
+
+
+class Fraction(Float):
+    """A float fraction; rejects Python ints so that ``OneOf([Fraction, Int])`` reads 1.0 as 100%
+    and 1 as one item (scikit-learn's convention)."""
+
+    def _validate(self, value, name):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            raise ParamError(name, f"must be a float fraction, got the integer {value!r}")
+        return super()._validate(value, name)
 
 
 def max_features_spec(default):
     return OneOf(
         default,
-        options=[Choice("sqrt", choices=("sqrt", "log2")), Int(ge=1), Float(gt=0.0, le=1.0)],
+        options=[Choice("sqrt", choices=("sqrt", "log2")), Fraction(gt=0.0, le=1.0), Int(ge=1)],
         nullable=True,
         doc="Features considered per split: 'sqrt', 'log2', an int, a fraction, or null (all).",
     )
@@ -49,9 +59,9 @@ def tree_params(criteria: tuple[str, ...], default_criterion: str, *, max_featur
         ),
         "max_bins": Int(255, ge=2, le=65535, doc="Bins per numeric feature in hist mode."),
         "max_depth": Int(None, ge=1, doc="Maximum depth (null: unlimited)."),
-        "min_samples_split": OneOf(2, options=[Int(ge=2), Float(gt=0.0, le=1.0)],
+        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2)],
                                    doc="Minimum samples to split a node (int or fraction)."),
-        "min_samples_leaf": OneOf(1, options=[Int(ge=1), Float(gt=0.0, lt=1.0)],
+        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1)],
                                   doc="Minimum samples in each child (int or fraction)."),
         "min_impurity_decrease": Float(0.0, ge=0.0, doc="Split only if W_t/W * gain >= this."),
         "max_features": max_features_spec(max_features_default),

@@ -113,7 +113,7 @@ class Tree:
         reach[0] = True
         par = self.parent()
         for d in range(1, self.max_depth + 1):
-            at = np.flatnonzero((self.depth == d))
+            at = np.flatnonzero(self.depth == d)
             p = par[at]
             reach[at] = reach[p] & (kind[p] != LEAF)
         keep = np.flatnonzero(reach)
@@ -400,7 +400,6 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     s = r_s[ridx]
     fr = r_f[ridx]
     wt = r_w[ridx]
-    R = s.size
     fsel = feats[local]  # (R, mf) global feature of each slot
     cg = codes[s[:, None], fsel].astype(np.int64)  # (R, mf)
     comb = (local[:, None] * mf + np.arange(mf)) * Bp1 + cg  # (R, mf) sorted-able key

@@ -13,14 +13,18 @@ predict (§2.3.4, W2).  See core/tree/_tree.py for the flat-array layout.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..random import check_random_state
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, column_or_1d
-from ..validation import DataError
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    column_or_1d,
+)
 from ._base import class_weight_vector, fit_one_tree, prepare_X, tree_params
 from ._tree import NodeTable
 
@@ -30,7 +34,7 @@ __all__ = ["DecisionTreeClassifier"]
 @register
 class DecisionTreeClassifier(Classifier):
     name = "decision_tree_classifier"
-    summary = "Decision tree (entropy / Gini / gain ratio) with categorical, missing-value and pruning support."
+    summary = "Decision tree (entropy / Gini / gain ratio); categorical splits, missing values, pruning."
     params = tree_params(("gini", "entropy", "gain_ratio"), "gini")
     supports_sample_weight = True
     native_missing = True

@@ -15,8 +15,14 @@ from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
-from ..validation import column_or_1d
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    column_or_1d,
+)
 from ._base import fit_one_tree, prepare_X, tree_params
 from ._tree import NodeTable
 
@@ -26,7 +32,7 @@ __all__ = ["DecisionTreeRegressor"]
 @register
 class DecisionTreeRegressor(Regressor):
     name = "decision_tree_regressor"
-    summary = "Regression tree (squared or absolute error) with categorical, missing-value and pruning support."
+    summary = "Regression tree (squared or absolute error); categorical splits, missing values, pruning."
     params = tree_params(("squared_error", "absolute_error"), "squared_error", classifier=False)
     supports_sample_weight = True
     native_missing = True
