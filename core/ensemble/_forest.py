@@ -1,0 +1,157 @@
+"""Shared random-forest machinery (seed 000 §2.4 and §16.1, notes/000.md §1.2, §1.24).
+
+A forest bins the training matrix ONCE and grows every tree on a bootstrap
+sample given as integer counts used as sample weights (equivalent to
+resampling, and cheaper), choosing the best split among ``max_features``
+randomly drawn features at each node.  Trees are grown in a thread pool when
+``n_jobs`` asks for it: the heavy NumPy kernels (bincount, sort, cumsum) release
+the GIL.  Progress: one ``ctx.step`` per finished tree; cancellation is checked
+there, so it takes effect within one tree.
+
+All trees are stacked into one node table (core.tree._tree.NodeTable) so a
+batch -- or a single row -- is predicted for every tree at once, looping only
+over depth levels.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import numpy as np
+
+from ..context import FitCancelled
+from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
+from ..random import check_random_state, spawn_seeds
+from ..tree._base import Fraction, max_features_spec, resolve_tree_settings, use_hist
+from ..tree._binning import AUTO_HIST_MIN_SAMPLES, bin_features
+from ..tree._tree import NodeTable, grow_tree
+
+__all__ = ["forest_params", "fit_forest", "resolve_n_jobs"]
+
+
+def forest_params(criteria, default_criterion, *, max_features_default, classifier: bool) -> dict:
+    p = {
+        "n_estimators": Int(100, ge=1, doc="Number of trees."),
+        "criterion": Choice(default_criterion, choices=criteria),
+        "splitter": Choice(
+            "auto", choices=("auto", "exact", "hist"),
+            doc=f"Split finding: exact midpoints, or max_bins quantile bins ('auto': hist when "
+                f"n_samples > {AUTO_HIST_MIN_SAMPLES}).",
+        ),
+        "max_bins": Int(255, ge=2, le=65535),
+        "max_depth": Int(None, ge=1),
+        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2)]),
+        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1)]),
+        "min_impurity_decrease": Float(0.0, ge=0.0),
+        "max_features": max_features_spec(max_features_default),
+        "bootstrap": Bool(True, doc="Grow each tree on a bootstrap sample."),
+        "max_samples": OneOf(None, options=[Fraction(gt=0.0, le=1.0), Int(ge=1)], nullable=True,
+                             doc="Bootstrap sample size (null: n_samples)."),
+        "oob_score": Bool(False, doc="Compute the out-of-bag score (needs bootstrap)."),
+        "ccp_alpha": Float(0.0, ge=0.0),
+    }
+    if classifier:
+        p["voting"] = Choice("soft", choices=("soft", "hard"),
+                             doc="soft: average class probabilities; hard: majority vote.")
+        p["class_weight"] = OneOf(
+            None,
+            options=[Choice("balanced", choices=("balanced", "balanced_subsample")), DictOf(Float(ge=0.0))],
+            nullable=True,
+        )
+    p["n_jobs"] = Int(None, ge=-1, doc="Threads growing trees (null: 1; -1: all cores).")
+    p["random_state"] = Seed()
+    return p
+
+
+def resolve_n_jobs(n_jobs) -> int:
+    if n_jobs is None:
+        return 1
+    if n_jobs == 0:
+        raise ParamError("n_jobs", "must not be 0 (use null for one thread, -1 for all cores)")
+    cores = os.cpu_count() or 1
+    return cores if n_jobs < 0 else min(n_jobs, cores)
+
+
+def fit_forest(X, y, w, is_cat, p, *, regression: bool, n_classes: int, ctx, y_raw=None,
+               class_weight_fn=None):
+    """Grow ``n_estimators`` trees; returns (trees, in_bag_counts or None)."""
+    n, f = X.shape
+    rng = check_random_state(p["random_state"])
+    settings = resolve_tree_settings(p, n, f)
+    binned = bin_features(X, is_cat, hist=use_hist(p, n), max_bins=p["max_bins"], rng=rng)
+    T = p["n_estimators"]
+    seeds = spawn_seeds(rng, T)
+    if not p["bootstrap"] and p["oob_score"]:
+        raise ParamError("oob_score", "out-of-bag estimation needs bootstrap=true")
+    ms = p["max_samples"]
+    if ms is None:
+        n_draw = n
+    elif isinstance(ms, float):
+        n_draw = max(1, int(round(ms * n)))
+    else:
+        if ms > n:
+            raise ParamError("max_samples", f"must be <= n_samples ({n}), got {ms}")
+        n_draw = ms
+    need_counts = p["bootstrap"] and p["oob_score"]
+    ccp = p["ccp_alpha"]
+
+    def one(seed):
+        trng = np.random.default_rng(seed)
+        if p["bootstrap"]:
+            counts = np.bincount(trng.integers(0, n, size=n_draw), minlength=n)
+            rows = np.flatnonzero(counts)
+            tw = w[rows] * counts[rows]
+            if class_weight_fn is not None:
+                tw = tw * class_weight_fn(y[rows], counts[rows])
+        else:
+            counts = None
+            rows = np.arange(n)
+            tw = w
+        tree = grow_tree(binned, rows, tw, y, criterion=p["criterion"], n_classes=n_classes, rng=trng,
+                         y_raw=y_raw, **settings)
+        if ccp > 0:
+            from ..tree._base import cost_complexity_prune
+
+            tree = cost_complexity_prune(tree, ccp)
+        return tree, (counts if need_counts else None)
+
+    n_jobs = resolve_n_jobs(p["n_jobs"])
+    results: list = [None] * T
+    if n_jobs == 1 or T == 1:
+        for i, s in enumerate(seeds):
+            results[i] = one(s)
+            ctx.step(i + 1, T)
+    else:
+        done = 0
+        with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+            futs = {ex.submit(one, s): i for i, s in enumerate(seeds)}
+            pending = set(futs)
+            try:
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fu in finished:
+                        results[futs[fu]] = fu.result()
+                        done += 1
+                        ctx.step(done, T)
+            except FitCancelled:
+                for fu in pending:
+                    fu.cancel()
+                raise
+    trees = [r[0] for r in results]
+    counts = [r[1] for r in results] if need_counts else None
+    return trees, counts
+
+
+def oob_values(table: NodeTable, X: np.ndarray, counts: list, chunk: int = 4096):
+    """Per sample: sum over the trees where it is out of bag of their values, and how many such trees."""
+    n = X.shape[0]
+    V = table.value.shape[1]
+    inbag = np.stack(counts, axis=1) > 0  # (n, T)
+    total = np.zeros((n, V))
+    for a in range(0, n, chunk):
+        vals = table.per_tree_values(X[a : a + chunk])  # (c, T, V)
+        oob = ~inbag[a : a + chunk]
+        total[a : a + chunk] = (vals * oob[:, :, None]).sum(axis=1)
+    n_oob = (~inbag).sum(axis=1)
+    return total, n_oob

@@ -1,0 +1,258 @@
+"""Shared machinery of the decision-tree estimators (and of the forests built on them).
+
+Parameter resolution (scikit-learn semantics), class weights, post-pruning:
+
+* reduced-error pruning (seed 000 §2.3.1, notes/000.md §1.1): grow on
+  ``1 - validation_fraction`` of the data; repeatedly replace by a leaf the
+  internal node whose removal gives the best validation improvement, while
+  that improvement is >= 0 (a tie prunes: the smaller tree wins; the notes
+  leave ties open, see docs/decisions/trees.md);
+* minimal cost-complexity pruning (``ccp_alpha``, as scikit-learn): with
+  R(t) = W_t / W_root * impurity(t), repeatedly prune the weakest link
+  argmin_t (R(t) - R(T_t)) / (|leaves(T_t)| - 1) while it is <= ccp_alpha.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..model_selection.split import train_test_split_indices
+from ..params import Choice, DictOf, Float, Int, OneOf, ParamError, Seed
+from ..validation import DataError
+from ._binning import AUTO_HIST_MIN_SAMPLES, bin_features, resolve_categorical
+from ._tree import LEAF, NodeTable, Tree, grow_tree
+
+__all__ = ["Fraction", "tree_params", "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
+           "reduced_error_prune", "cost_complexity_prune", "max_features_spec"]
+
+
+class Fraction(Float):
+    """A float fraction; rejects Python ints so that ``OneOf([Fraction, Int])`` reads 1.0 as 100%
+    and 1 as one item (scikit-learn's convention)."""
+
+    def _validate(self, value, name):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            raise ParamError(name, f"must be a float fraction, got the integer {value!r}")
+        return super()._validate(value, name)
+
+
+def max_features_spec(default):
+    return OneOf(
+        default,
+        options=[Choice("sqrt", choices=("sqrt", "log2")), Fraction(gt=0.0, le=1.0), Int(ge=1)],
+        nullable=True,
+        doc="Features considered per split: 'sqrt', 'log2', an int, a fraction, or null (all).",
+    )
+
+
+def tree_params(criteria: tuple[str, ...], default_criterion: str, *, max_features_default=None,
+                classifier: bool = True, pruning: bool = True) -> dict:
+    p = {
+        "criterion": Choice(default_criterion, choices=criteria, doc="Split quality measure."),
+        "splitter": Choice(
+            "auto", choices=("auto", "exact", "hist"),
+            doc=f"'exact': thresholds at midpoints of all distinct values; 'hist': at most max_bins "
+                f"quantile bins per feature (fast on large data); 'auto': hist when n_samples > "
+                f"{AUTO_HIST_MIN_SAMPLES}.",
+        ),
+        "max_bins": Int(255, ge=2, le=65535, doc="Bins per numeric feature in hist mode."),
+        "max_depth": Int(None, ge=1, doc="Maximum depth (null: unlimited)."),
+        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2)],
+                                   doc="Minimum samples to split a node (int or fraction)."),
+        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1)],
+                                  doc="Minimum samples in each child (int or fraction)."),
+        "min_impurity_decrease": Float(0.0, ge=0.0, doc="Split only if W_t/W * gain >= this."),
+        "max_features": max_features_spec(max_features_default),
+    }
+    if pruning:
+        p["pruning"] = Choice("none", choices=("none", "reduced_error"),
+                              doc="Post-pruning on a held-out validation split.")
+        p["validation_fraction"] = Float(0.2, gt=0.0, lt=1.0,
+                                         doc="Held-out fraction for reduced-error pruning.")
+    p["ccp_alpha"] = Float(0.0, ge=0.0, doc="Minimal cost-complexity pruning strength.")
+    if classifier:
+        p["class_weight"] = OneOf(
+            None, options=[Choice("balanced", choices=("balanced",)), DictOf(Float(ge=0.0))],
+            nullable=True, doc="null, 'balanced', or {label: weight}.",
+        )
+    p["random_state"] = Seed()
+    return p
+
+
+def resolve_max_features(mf, n_features: int) -> int:
+    if mf is None:
+        return n_features
+    if mf == "sqrt":
+        return max(1, int(math.sqrt(n_features)))
+    if mf == "log2":
+        return max(1, int(math.log2(n_features))) if n_features > 1 else 1
+    if isinstance(mf, int):
+        if mf > n_features:
+            raise ParamError("max_features", f"must be <= n_features ({n_features}), got {mf}")
+        return mf
+    return max(1, int(mf * n_features))
+
+
+def resolve_tree_settings(p: dict, n_samples: int, n_features: int) -> dict:
+    mss = p["min_samples_split"]
+    if isinstance(mss, float):
+        mss = max(2, math.ceil(mss * n_samples))
+    msl = p["min_samples_leaf"]
+    if isinstance(msl, float):
+        msl = max(1, math.ceil(msl * n_samples))
+    return {
+        "max_depth": p["max_depth"],
+        "min_samples_split": float(mss),
+        "min_samples_leaf": float(msl),
+        "min_impurity_decrease": p["min_impurity_decrease"],
+        "max_features": resolve_max_features(p["max_features"], n_features),
+    }
+
+
+def use_hist(p: dict, n_samples: int) -> bool:
+    sp = p["splitter"]
+    return sp == "hist" or (sp == "auto" and n_samples > AUTO_HIST_MIN_SAMPLES)
+
+
+def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
+    """Per-class weights (None when unweighted)."""
+    if class_weight is None:
+        return None
+    K = len(classes)
+    if class_weight == "balanced":
+        counts = np.bincount(codes, minlength=K).astype(float)
+        with np.errstate(divide="ignore"):
+            return np.where(counts > 0, codes.size / (K * counts), 0.0)
+    cw = np.ones(K)
+    lookup = {str(c): i for i, c in enumerate(classes.tolist())}
+    for key, val in class_weight.items():
+        if str(key) not in lookup:
+            raise ParamError("class_weight", f"label {key!r} is not a class of y")
+        cw[lookup[str(key)]] = val
+    return cw
+
+
+def prepare_X(X, categorical_features, *, name="X"):
+    from ..validation import check_array
+
+    X = check_array(X, allow_nan=True, name=name)
+    is_cat = resolve_categorical(categorical_features, X.shape[1])
+    return X, is_cat
+
+
+def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y_raw=None,
+                 stratify=None):
+    """Bin, grow and post-prune one tree; returns the Tree."""
+    n, f = X.shape
+    settings = resolve_tree_settings(p, n, f)
+    criterion = p["criterion"]
+    grow_rows = np.arange(n)
+    val_rows = None
+    if p.get("pruning", "none") == "reduced_error":
+        try:
+            grow_rows, val_rows = train_test_split_indices(
+                n, p["validation_fraction"], stratify=stratify, random_state=int(rng.integers(2**31))
+            )
+        except DataError:
+            grow_rows, val_rows = train_test_split_indices(
+                n, p["validation_fraction"], random_state=int(rng.integers(2**31))
+            )
+    binned = bin_features(X, is_cat, hist=use_hist(p, n), max_bins=p["max_bins"], rng=rng)
+    tree = grow_tree(
+        binned, grow_rows, w[grow_rows], y, criterion=criterion, n_classes=n_classes, rng=rng,
+        y_raw=y_raw, **settings,
+    )
+    if val_rows is not None and val_rows.size:
+        tree = reduced_error_prune(tree, X[val_rows], y[val_rows], w[val_rows], regression=regression)
+    if p["ccp_alpha"] > 0:
+        tree = cost_complexity_prune(tree, p["ccp_alpha"])
+    return tree
+
+
+# ----------------------------------------------------------------------------- pruning
+def _subtree_sum(tree: Tree, leafv: np.ndarray, is_leaf: np.ndarray, par: np.ndarray, by_depth) -> np.ndarray:
+    """Sum of ``leafv`` over the current leaves of every node's subtree."""
+    n = tree.node_count
+    res = np.where(is_leaf, leafv, 0.0)
+    acc = np.zeros(n)
+    for d in range(len(by_depth) - 1, 0, -1):
+        at = by_depth[d]
+        inner = at[~is_leaf[at]]
+        res[inner] = acc[inner]
+        acc += np.bincount(par[at], weights=res[at], minlength=n)
+    if not is_leaf[0]:
+        res[0] = acc[0]
+    return res
+
+
+def _depth_groups(tree: Tree):
+    return [np.flatnonzero(tree.depth == d) for d in range(tree.max_depth + 1)]
+
+
+def reduced_error_prune(tree: Tree, Xv, yv, wv, *, regression: bool) -> Tree:
+    if tree.n_leaves <= 1:
+        return tree
+    table = NodeTable([tree])
+    s, _, node, wgt = table.weighted_leaves(Xv, record_all=True)
+    n = tree.node_count
+    wgt = wgt * wv[s]
+    if regression:
+        pred = tree.value[node, 0]
+        err_leaf = np.bincount(node, weights=wgt * (yv[s].astype(float) - pred) ** 2, minlength=n)
+    else:
+        pred = np.argmax(tree.value, axis=1)[node]
+        err_leaf = np.bincount(node, weights=wgt * (pred != yv[s]), minlength=n)
+    par = tree.parent()
+    groups = _depth_groups(tree)
+    is_leaf = tree.kind == LEAF
+    reach = np.ones(n, dtype=bool)
+    while True:
+        sub = _subtree_sum(tree, err_leaf, is_leaf, par, groups)
+        gain = sub - err_leaf
+        cand = ~is_leaf & reach
+        if not cand.any():
+            break
+        gain = np.where(cand, gain, -np.inf)
+        best = int(np.argmax(gain))
+        if gain[best] < -1e-12:
+            break
+        is_leaf[best] = True
+        reach = _reachable(tree, is_leaf, par, groups)
+    return tree.prune_to(np.flatnonzero(is_leaf & (tree.kind != LEAF)))
+
+
+def _reachable(tree, is_leaf, par, groups):
+    reach = np.zeros(tree.node_count, dtype=bool)
+    reach[0] = True
+    for d in range(1, len(groups)):
+        at = groups[d]
+        reach[at] = reach[par[at]] & ~is_leaf[par[at]]
+    return reach
+
+
+def cost_complexity_prune(tree: Tree, ccp_alpha: float) -> Tree:
+    if tree.n_leaves <= 1:
+        return tree
+    W_root = tree.weighted_n_node_samples[0]
+    R = tree.weighted_n_node_samples / W_root * tree.impurity
+    par = tree.parent()
+    groups = _depth_groups(tree)
+    is_leaf = tree.kind == LEAF
+    reach = np.ones(tree.node_count, dtype=bool)
+    ones = np.ones(tree.node_count)
+    while True:
+        RT = _subtree_sum(tree, R, is_leaf, par, groups)
+        nl = _subtree_sum(tree, ones, is_leaf, par, groups)
+        cand = ~is_leaf & reach
+        if not cand.any():
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            alpha = np.where(cand & (nl > 1), (R - RT) / (nl - 1), np.inf)
+        best = int(np.argmin(alpha))
+        if not alpha[best] <= ccp_alpha:
+            break
+        is_leaf[best] = True
+        reach = _reachable(tree, is_leaf, par, groups)
+    return tree.prune_to(np.flatnonzero(is_leaf & (tree.kind != LEAF)))

@@ -1,0 +1,133 @@
+"""Feature binning shared by trees and forests.
+
+Every feature is mapped once to integer codes so that split finding works on
+weighted histograms (``np.bincount``) instead of sorting at every node:
+
+* ``exact``: one bin per distinct training value, so the candidate thresholds
+  are exactly the midpoints between successive distinct values (seed 000
+  §2.3.2, notes/000.md W1; scikit-learn's ``best`` splitter);
+* ``hist``: at most ``max_bins`` quantile bins per numeric feature (the fast
+  route for large data, as in LightGBM / HistGradientBoosting); thresholds are
+  midpoints between the largest training value of one bin and the smallest of
+  the next non-empty bin, so training rows are routed identically by codes and
+  by thresholds.
+
+Categorical features keep their codes 0..k-1 (one bin per category).  NaN gets
+the extra code ``missing_code`` (= the largest bin count), so it sorts last.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..validation import DataError
+
+__all__ = ["Binned", "bin_features", "resolve_categorical", "AUTO_HIST_MIN_SAMPLES"]
+
+# splitter="auto" switches to the binned route above this many training rows
+AUTO_HIST_MIN_SAMPLES = 5000
+
+
+class Binned:
+    """Codes and per-bin value ranges of a training matrix."""
+
+    def __init__(self, codes, n_bins, bin_lo, bin_hi, is_cat, missing_code, has_missing):
+        self.codes = codes  # (n, f) int, NaN -> missing_code
+        self.n_bins = n_bins  # (f,) bins (categories) per feature
+        self.bin_lo = bin_lo  # (f, B) smallest training value of each bin
+        self.bin_hi = bin_hi  # (f, B) largest training value of each bin
+        self.is_cat = is_cat  # (f,) bool
+        self.missing_code = missing_code
+        self.has_missing = has_missing
+
+    def take(self, rows) -> Binned:
+        return Binned(self.codes[rows], self.n_bins, self.bin_lo, self.bin_hi, self.is_cat,
+                      self.missing_code, self.has_missing)
+
+
+def resolve_categorical(categorical_features, n_features: int) -> np.ndarray:
+    """Boolean mask from a mask or a list of column indices (``None``: no categorical column)."""
+    mask = np.zeros(n_features, dtype=bool)
+    if categorical_features is None:
+        return mask
+    cf = np.asarray(categorical_features)
+    if cf.size == 0:
+        return mask
+    if cf.dtype == bool:
+        if cf.shape != (n_features,):
+            raise DataError(
+                f"categorical_features mask has shape {cf.shape}, expected ({n_features},)"
+            )
+        return cf.copy()
+    try:
+        idx = cf.astype(np.intp).ravel()
+    except (TypeError, ValueError):
+        raise DataError("categorical_features must be a boolean mask or a list of column indices") from None
+    if (idx < 0).any() or (idx >= n_features).any():
+        raise DataError(f"categorical_features indices must be in [0, {n_features})")
+    mask[idx] = True
+    return mask
+
+
+def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int,
+                 rng: np.random.Generator | None = None) -> Binned:
+    n, f = X.shape
+    nan = np.isnan(X)
+    has_missing = bool(nan.any())
+    codes_list, lo_list, hi_list = [], [], []
+    n_bins = np.zeros(f, dtype=np.intp)
+    for j in range(f):
+        col = X[:, j]
+        known = ~nan[:, j]
+        x = col[known]
+        code = np.zeros(n, dtype=np.int64)
+        if is_cat[j]:
+            if x.size and ((x < 0).any() or (x != np.floor(x)).any()):
+                raise DataError(
+                    f"categorical feature {j} must hold category codes 0..k-1 (non-negative integers)"
+                )
+            k = int(x.max()) + 1 if x.size else 1
+            code[known] = x.astype(np.int64)
+            lo = hi = np.arange(k, dtype=np.float64)
+        else:
+            uniq = np.unique(x)
+            if uniq.size == 0:
+                uniq = np.zeros(1)
+            if hist and uniq.size > max_bins:
+                # quantile edges of the data (a subsample of at most 200k rows)
+                sample = x
+                if x.size > 200_000 and rng is not None:
+                    sample = x[rng.choice(x.size, 200_000, replace=False)]
+                qs = np.linspace(0, 1, max_bins + 1)[1:-1]
+                edges = np.unique(np.quantile(sample, qs, method="lower"))
+                edges = edges[edges < uniq[-1]]
+                code[known] = np.searchsorted(edges, x, side="left")
+                k = edges.size + 1
+                xs = np.sort(x)
+                cs = np.searchsorted(edges, xs, side="left")
+                first = np.searchsorted(cs, np.arange(k), side="left")
+                last = np.searchsorted(cs, np.arange(k), side="right") - 1
+                ok = last >= first
+                lo = np.where(ok, xs[np.minimum(first, xs.size - 1)], np.nan)
+                hi = np.where(ok, xs[np.maximum(last, 0)], np.nan)
+            else:
+                k = uniq.size
+                code[known] = np.searchsorted(uniq, x)
+                lo = hi = uniq
+        n_bins[j] = k
+        codes_list.append(code)
+        lo_list.append(lo)
+        hi_list.append(hi)
+    B = int(n_bins.max()) if f else 1
+    bin_lo = np.full((f, B), np.nan)
+    bin_hi = np.full((f, B), np.nan)
+    for j in range(f):
+        bin_lo[j, : n_bins[j]] = lo_list[j]
+        bin_hi[j, : n_bins[j]] = hi_list[j]
+    dtype = np.uint8 if B < 255 else (np.uint16 if B < 65535 else np.int32)
+    codes = np.empty((n, f), dtype=dtype)
+    for j in range(f):
+        c = codes_list[j]
+        c[nan[:, j]] = B
+        codes[:, j] = c
+    return Binned(codes, n_bins, bin_lo, bin_hi, is_cat.copy(), B, has_missing)

@@ -1,0 +1,845 @@
+"""Flat-array decision trees: level-wise vectorised growth, vectorised prediction, pruning.
+
+Growth (seed 000 §2.3, notes/000.md §1.1; CART for gini / squared error) is
+breadth first: all nodes of one depth are split together.  Each training row
+is a triple (sample, fraction, weight); a row whose value of the split feature
+is missing goes down EVERY branch with its fraction multiplied by the branch's
+share of the known weight (C4.5 fractional propagation, seed 000 §2.3.4, W2).
+For the nodes of a level, the weighted class (or y, y^2) totals of every
+(node, candidate feature, bin) are gathered with one ``np.bincount`` over
+combined integer keys; cumulative sums along the bins give the left/right
+totals of every candidate threshold at once, so there is no Python loop over
+samples or thresholds (only over levels and, for bookkeeping, split nodes).
+
+Split quality, with known-weight fraction F = W_known / W_node (C4.5):
+    gain = F * (I(S_known) - sum_v W_v / W_known * I(S_v))
+with I = entropy (log2), Gini 1 - sum p^2, or the weighted variance; for
+``gain_ratio`` the gain is divided by the split information
+H_A = -sum_v W_v/W_known log2(W_v/W_known) among features whose gain is at
+least the average (C4.5's rule, seed 000 eq. 2.4).  ``absolute_error`` uses
+the weighted median and the mean absolute deviation (as scikit-learn).
+
+The fitted tree is a set of flat arrays (``Tree``): feature, threshold,
+kind (leaf / numeric / categorical), a CSR list of children with their known
+weight fractions (two for numeric nodes, one per category for categorical
+ones; -1 marks a category absent at the node, routed like a missing value),
+value (class distribution or mean), impurity and weighted counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._binning import Binned
+
+__all__ = ["Tree", "grow_tree", "impurity", "NodeTable"]
+
+LEAF, NUMERIC, CATEGORICAL = 0, 1, 2
+_EPS = 1e-12
+
+
+# ----------------------------------------------------------------------------- impurities
+def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
+    """Per-unit-weight impurity of totals ``stats[..., S]``.
+
+    Classification: stats are weighted class counts.  Regression: (W, Wy, Wy^2).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if criterion in ("squared_error", "absolute_error"):
+            W = stats[..., 0]
+            out = (stats[..., 2] - stats[..., 1] ** 2 / W) / W
+            out = np.where(W > 0, np.maximum(out, 0.0), 0.0)
+            return out
+        W = stats.sum(axis=-1)
+        p = stats / W[..., None]
+        p = np.where(np.isfinite(p), p, 0.0)
+        if criterion == "gini":
+            return np.where(W > 0, 1.0 - (p * p).sum(axis=-1), 0.0)
+        # entropy / gain_ratio: H = -sum p log2 p
+        lp = np.where(p > 0, np.log2(np.where(p > 0, p, 1.0)), 0.0)
+        return np.where(W > 0, -(p * lp).sum(axis=-1), 0.0)
+
+
+def _xlog2x(p):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+
+
+# ----------------------------------------------------------------------------- fitted tree
+class Tree:
+    """A fitted tree as flat arrays (see module docstring)."""
+
+    def __init__(self, feature, threshold, kind, child_ptr, children, child_frac, value,
+                 impurity, n_node_samples, weighted_n_node_samples, depth):
+        self.feature = feature
+        self.threshold = threshold
+        self.kind = kind
+        self.child_ptr = child_ptr
+        self.children = children
+        self.child_frac = child_frac
+        self.value = value
+        self.impurity = impurity
+        self.n_node_samples = n_node_samples
+        self.weighted_n_node_samples = weighted_n_node_samples
+        self.depth = depth
+
+    @property
+    def node_count(self) -> int:
+        return int(self.feature.shape[0])
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth.max()) if self.depth.size else 0
+
+    @property
+    def n_leaves(self) -> int:
+        return int((self.kind == LEAF).sum())
+
+    def parent(self) -> np.ndarray:
+        par = np.full(self.node_count, -1, dtype=np.intp)
+        counts = np.diff(self.child_ptr)
+        owner = np.repeat(np.arange(self.node_count), counts)
+        ok = self.children >= 0
+        par[self.children[ok]] = owner[ok]
+        return par
+
+    def prune_to(self, make_leaf: np.ndarray) -> Tree:
+        """A copy where the nodes in ``make_leaf`` become leaves; unreachable nodes dropped."""
+        n = self.node_count
+        kind = self.kind.copy()
+        kind[make_leaf] = LEAF
+        # reachability in node order (parents come before children)
+        reach = np.zeros(n, dtype=bool)
+        reach[0] = True
+        par = self.parent()
+        for d in range(1, self.max_depth + 1):
+            at = np.flatnonzero(self.depth == d)
+            p = par[at]
+            reach[at] = reach[p] & (kind[p] != LEAF)
+        keep = np.flatnonzero(reach)
+        new_id = np.full(n, -1, dtype=np.intp)
+        new_id[keep] = np.arange(keep.size)
+        counts = np.where(kind[keep] != LEAF, np.diff(self.child_ptr)[keep], 0)
+        starts = self.child_ptr[keep]
+        idx = np.repeat(starts, counts) + _ranges(counts)
+        ch = self.children[idx]
+        ch = np.where(ch >= 0, new_id[np.maximum(ch, 0)], -1)
+        ptr = np.zeros(keep.size + 1, dtype=np.intp)
+        np.cumsum(counts, out=ptr[1:])
+        feat = np.where(kind[keep] != LEAF, self.feature[keep], -1)
+        thr = np.where(kind[keep] == NUMERIC, self.threshold[keep], np.nan)
+        return Tree(feat, thr, kind[keep], ptr, ch, self.child_frac[idx], self.value[keep],
+                    self.impurity[keep], self.n_node_samples[keep],
+                    self.weighted_n_node_samples[keep], self.depth[keep])
+
+    def feature_importances(self, n_features: int) -> np.ndarray:
+        """Total weighted impurity decrease per feature (not normalised)."""
+        imp = np.zeros(n_features)
+        internal = np.flatnonzero(self.kind != LEAF)
+        if internal.size == 0:
+            return imp
+        Wi = self.weighted_n_node_samples * self.impurity
+        counts = np.diff(self.child_ptr)[internal]
+        idx = np.repeat(self.child_ptr[internal], counts) + _ranges(counts)
+        ch = self.children[idx]
+        contrib = np.where(ch >= 0, Wi[np.maximum(ch, 0)], 0.0)
+        owner = np.repeat(np.arange(internal.size), counts)
+        child_sum = np.bincount(owner, weights=contrib, minlength=internal.size)
+        dec = Wi[internal] - child_sum
+        np.add.at(imp, self.feature[internal], dec)
+        return np.maximum(imp, 0.0)
+
+
+def _ranges(counts: np.ndarray) -> np.ndarray:
+    """concatenate(arange(c) for c in counts), vectorised."""
+    counts = np.asarray(counts, dtype=np.intp)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    ends = np.cumsum(counts)
+    return np.arange(total, dtype=np.intp) - np.repeat(ends - counts, counts)
+
+
+# ----------------------------------------------------------------------------- growth
+def grow_tree(
+    binned: Binned,
+    rows: np.ndarray,
+    w: np.ndarray,
+    y: np.ndarray,
+    *,
+    criterion: str,
+    n_classes: int,
+    max_depth: int | None,
+    min_samples_split: float,
+    min_samples_leaf: float,
+    min_impurity_decrease: float,
+    max_features: int,
+    rng: np.random.Generator | None,
+    y_raw: np.ndarray | None = None,
+) -> Tree:
+    """Grow one tree on the training rows ``rows`` (indices into ``binned``) with weights ``w``.
+
+    ``y`` holds class codes (classification) or float targets (regression).
+    """
+    codes = binned.codes
+    n_features = codes.shape[1]
+    mcode = binned.missing_code
+    Bp1 = mcode + 1
+    is_cat = binned.is_cat
+    n_bins = binned.n_bins
+    regression = criterion in ("squared_error", "absolute_error")
+    mae = criterion == "absolute_error"
+    ratio = criterion == "gain_ratio"
+    max_depth = np.iinfo(np.int32).max if max_depth is None else max_depth
+    S = 3 if regression else n_classes
+
+    rows = np.asarray(rows, dtype=np.intp)
+    w = np.asarray(w, dtype=np.float64)
+    keep = w > 0
+    if not keep.all() and keep.any():
+        rows, w = rows[keep], w[keep]
+    if regression:
+        yv = np.asarray(y, dtype=np.float64)
+        offset = float(np.average(yv[rows], weights=w)) if w.sum() > 0 else 0.0
+        yc = yv - offset
+    else:
+        yc = np.asarray(y, dtype=np.intp)
+        offset = 0.0
+    # row state: sample index, fraction of the sample (C4.5), weight = sample weight * fraction
+    r_s = rows
+    r_f = np.ones(rows.size)
+    r_w = w.copy()
+    r_node = np.zeros(rows.size, dtype=np.intp)  # local node index within the level
+
+    # node arrays, accumulated per level
+    out_feat, out_thr, out_kind, out_val, out_imp, out_n, out_wn, out_depth = ([] for _ in range(8))
+    out_children, out_fracs, out_nch = [], [], []
+    W_root = None
+    next_id = 1  # global id of the first node of the next level
+    level_first = 0
+    depth = 0
+    n_level = 1
+    while n_level > 0:
+        # --- node totals
+        if regression:
+            vals = np.stack([r_w, r_w * yc[r_s], r_w * yc[r_s] ** 2], axis=1)
+            st = np.stack(
+                [np.bincount(r_node, weights=vals[:, k], minlength=n_level) for k in range(3)], axis=1
+            )
+        else:
+            st = np.bincount(r_node * S + yc[r_s], weights=r_w, minlength=n_level * S).reshape(n_level, S)
+        cnt = np.bincount(r_node, weights=r_f, minlength=n_level)
+        Wn = st[:, 0] if regression else st.sum(axis=1)
+        if W_root is None:
+            W_root = float(Wn[0])
+        imp = impurity(st, criterion)
+        if regression:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                val = np.where(Wn > 0, st[:, 1] / Wn, 0.0)[:, None] + offset
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                val = np.where(Wn[:, None] > 0, st / Wn[:, None], 1.0 / S)
+        starts = np.searchsorted(r_node, np.arange(n_level + 1))  # rows sorted by node
+        if mae:
+            imp = np.empty(n_level)
+            for i in range(n_level):
+                sl = slice(starts[i], starts[i + 1])
+                med, dev = _weighted_median_dev(y_raw[r_s[sl]], r_w[sl])
+                val[i, 0] = med
+                imp[i] = dev / Wn[i] if Wn[i] > 0 else 0.0
+        splittable = (
+            (depth < max_depth)
+            & (cnt >= min_samples_split)
+            & (cnt >= 2 * min_samples_leaf)
+            & (imp > _EPS)
+            & (Wn > 0)
+        )
+        cand = np.flatnonzero(splittable)
+        split = _find_splits(
+            cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, n_features,
+            max_features, rng, S, criterion, regression, ratio, mae, min_samples_leaf, Wn, imp, st,
+        )
+        # split: dict of arrays over split nodes (local ids): node, feat, cat, code, thr, gain, children lists
+        if split is not None:
+            ok = split["gain"] * Wn[split["node"]] / W_root >= min_impurity_decrease - _EPS
+            for key in list(split):
+                if key != "child_lists":
+                    split[key] = split[key][ok]
+            split["child_lists"] = [c for c, o in zip(split["child_lists"], ok, strict=True) if o]
+        n_split = 0 if split is None else split["node"].size
+
+        feat = np.full(n_level, -1, dtype=np.intp)
+        thr = np.full(n_level, np.nan)
+        kind = np.zeros(n_level, dtype=np.int8)
+        nch = np.zeros(n_level, dtype=np.intp)
+        level_children = [None] * n_level
+        level_fracs = [None] * n_level
+        if n_split:
+            sn = split["node"]
+            feat[sn] = split["feat"]
+            thr[sn] = split["thr"]
+            kind[sn] = np.where(split["cat"], CATEGORICAL, NUMERIC)
+            # assign global ids to children in node order
+            gid = next_id
+            child_base = np.full(n_level, -1, dtype=np.intp)
+            for i, node in enumerate(sn):
+                slots, fracs = split["child_lists"][i]  # slots: -1 for absent category
+                present = slots >= 0
+                ids = np.full(slots.size, -1, dtype=np.intp)
+                ids[present] = gid + np.arange(int(present.sum()))
+                child_base[node] = gid
+                gid += int(present.sum())
+                level_children[node] = ids
+                level_fracs[node] = fracs
+                nch[node] = slots.size
+            n_next = gid - next_id
+            # --- route rows to children
+            r_s, r_f, r_w, r_node = _route_rows(
+                r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_children,
+                level_fracs, n_level, next_id,
+            )
+        else:
+            n_next = 0
+            r_s = r_node = np.zeros(0, dtype=np.intp)
+            r_f = r_w = np.zeros(0)
+
+        out_feat.append(feat)
+        out_thr.append(thr)
+        out_kind.append(kind)
+        out_val.append(val)
+        out_imp.append(imp)
+        out_n.append(cnt)
+        out_wn.append(Wn)
+        out_depth.append(np.full(n_level, depth, dtype=np.intp))
+        out_nch.append(nch)
+        for i in range(n_level):
+            if level_children[i] is not None:
+                out_children.append(level_children[i])
+                out_fracs.append(level_fracs[i])
+        level_first = next_id
+        next_id += n_next
+        n_level = n_next
+        depth += 1
+    del level_first, Bp1, n_bins, is_cat
+    nch = np.concatenate(out_nch)
+    ptr = np.zeros(nch.size + 1, dtype=np.intp)
+    np.cumsum(nch, out=ptr[1:])
+    children = np.concatenate(out_children).astype(np.intp) if out_children else np.zeros(0, np.intp)
+    fracs = np.concatenate(out_fracs) if out_fracs else np.zeros(0)
+    return Tree(
+        np.concatenate(out_feat), np.concatenate(out_thr), np.concatenate(out_kind), ptr, children,
+        fracs, np.concatenate(out_val), np.concatenate(out_imp), np.concatenate(out_n),
+        np.concatenate(out_wn), np.concatenate(out_depth),
+    )
+
+
+def _weighted_median_dev(yv: np.ndarray, w: np.ndarray):
+    """Weighted median and sum of w |y - median|."""
+    if yv.size == 0:
+        return 0.0, 0.0
+    o = np.argsort(yv, kind="stable")
+    ys, ws = yv[o], w[o]
+    cw = np.cumsum(ws)
+    half = cw[-1] / 2.0
+    k = int(np.searchsorted(cw, half - 1e-12 * cw[-1], side="left"))
+    k = min(k, ys.size - 1)
+    med = ys[k]
+    if abs(cw[k] - half) <= 1e-12 * cw[-1] and k + 1 < ys.size:
+        med = 0.5 * (ys[k] + ys[k + 1])
+    return float(med), float(np.sum(ws * np.abs(ys - med)))
+
+
+def _choose_features(n_nodes, n_features, max_features, rng):
+    if max_features >= n_features or rng is None:
+        return np.broadcast_to(np.arange(n_features), (n_nodes, n_features))
+    return np.argsort(rng.random((n_nodes, n_features)), axis=1)[:, :max_features]
+
+
+# budget of histogram cells (node x feature x bin) evaluated densely at once
+_DENSE_CELLS = 1 << 22
+
+
+def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, n_features,
+                 max_features, rng, S, criterion, regression, ratio, mae, msl, Wn, imp_node, st_node):
+    if cand.size == 0:
+        return None
+    mf = min(max_features, n_features)
+    feats_all = _choose_features(cand.size, n_features, mf, rng)
+    Bp1 = binned.missing_code + 1
+    results = []
+    # chunks of consecutive candidate nodes with a bounded number of (row, feature) pairs
+    row_budget = max(1, (1 << 22) // mf)
+    i = 0
+    while i < cand.size:
+        j = i + 1
+        rows_in = starts[cand[i] + 1] - starts[cand[i]]
+        while j < cand.size and rows_in + (starts[cand[j] + 1] - starts[cand[j]]) <= row_budget:
+            rows_in += starts[cand[j] + 1] - starts[cand[j]]
+            j += 1
+        res = _split_chunk(
+            cand[i:j], feats_all[i:j], starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, mf, Bp1,
+            S, criterion, regression, ratio, mae, msl, Wn, imp_node, st_node,
+        )
+        if res is not None:
+            results.append(res)
+        i = j
+    if not results:
+        return None
+    out = {k: np.concatenate([r[k] for r in results]) for k in results[0] if k != "child_lists"}
+    out["child_lists"] = [c for r in results for c in r["child_lists"]]
+    return out
+
+
+def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, mf, Bp1, S,
+                 criterion, regression, ratio, mae, msl, Wn, imp_node, st_node):
+    N = nodes.size
+    # rows of these nodes (rows are sorted by node; nodes may be non-contiguous)
+    lens = starts[nodes + 1] - starts[nodes]
+    ridx = np.repeat(starts[nodes], lens) + _ranges(lens)
+    local = np.repeat(np.arange(N), lens)
+    s = r_s[ridx]
+    fr = r_f[ridx]
+    wt = r_w[ridx]
+    fsel = feats[local]  # (R, mf) global feature of each slot
+    cg = codes[s[:, None], fsel].astype(np.int64)  # (R, mf)
+    comb = (local[:, None] * mf + np.arange(mf)) * Bp1 + cg  # (R, mf) sorted-able key
+    K = N * mf * Bp1
+    M = comb.size
+    flat = comb.ravel()
+    if regression:
+        yv = yc[s]
+        chan_vals = (wt, wt * yv, wt * yv * yv)
+    if K <= max(4 * M, 1 << 16) and K * S <= 1 << 26:
+        cnt_full = np.bincount(flat, weights=np.repeat(fr, mf), minlength=K)
+        U = np.flatnonzero(cnt_full)
+        cnt = cnt_full[U]
+        if regression:
+            st = np.stack(
+                [np.bincount(flat, weights=np.repeat(v, mf), minlength=K)[U] for v in chan_vals], axis=1
+            )
+        else:
+            key = (comb * S + yc[s][:, None]).ravel()
+            st = np.bincount(key, weights=np.repeat(wt, mf), minlength=K * S).reshape(K, S)[U]
+    else:
+        U, inv = np.unique(flat, return_inverse=True)
+        inv = inv.ravel()
+        nU = U.size
+        cnt = np.bincount(inv, weights=np.repeat(fr, mf), minlength=nU)
+        if regression:
+            st = np.stack(
+                [np.bincount(inv, weights=np.repeat(v, mf), minlength=nU) for v in chan_vals], axis=1
+            )
+        else:
+            key = inv * S + np.repeat(yc[s], mf)
+            st = np.bincount(key, weights=np.repeat(wt, mf), minlength=nU * S).reshape(nU, S)
+    nU = U.size
+    seg = U // Bp1
+    code = U % Bp1
+    enode = seg // mf  # local node of entry
+    eslot = seg % mf
+    efeat = feats[enode, eslot]
+    miss = code == Bp1 - 1
+    ecat = binned.is_cat[efeat]
+    W_e = st[:, 0] if regression else st.sum(axis=1)
+
+    # segment bookkeeping
+    new_seg = np.ones(nU, dtype=bool)
+    new_seg[1:] = seg[1:] != seg[:-1]
+    seg_start = np.flatnonzero(new_seg)
+    seg_id = np.cumsum(new_seg) - 1
+    seg_end = np.r_[seg_start[1:], nU] - 1
+    known = ~miss
+    st_k = np.where(known[:, None], st, 0.0)
+    cnt_k = np.where(known, cnt, 0.0)
+    cs = np.cumsum(st_k, axis=0)
+    cc = np.cumsum(cnt_k)
+    base = np.where((seg_start > 0)[:, None], cs[np.maximum(seg_start - 1, 0)], 0.0)
+    cbase = np.where(seg_start > 0, cc[np.maximum(seg_start - 1, 0)], 0.0)
+    left = cs - base[seg_id]
+    cleft = cc - cbase[seg_id]
+    tot = left[seg_end][seg_id]
+    ctot = cleft[seg_end][seg_id]
+    right = tot - left
+    cright = ctot - cleft
+    WL = left[:, 0] if regression else left.sum(axis=1)
+    Wk = tot[:, 0] if regression else tot.sum(axis=1)
+    WR = Wk - WL
+    Wnode = Wn[nodes][enode]
+    # next entry in the same segment (the next non-empty bin)
+    has_next = np.zeros(nU, dtype=bool)
+    has_next[:-1] = (seg[1:] == seg[:-1]) & known[1:]
+    if mae:
+        impL, impR, impK, cat_child_sum = _mae_entry_impurities(
+            nodes, starts, r_s, r_w, codes, y_raw, feats, enode, eslot, code, ecat, known, seg_start,
+            seg_end, Bp1,
+        )
+    else:
+        impL = impurity(left, criterion)
+        impR = impurity(right, criterion)
+        impK = impurity(tot, criterion)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+        # numeric candidates
+        num_ok = known & ~ecat & has_next & (cleft >= msl) & (cright >= msl) & (WL > 0) & (WR > 0)
+        gain_num = F * (impK - (WL * impL + WR * impR) / Wk)
+        # categorical segments: children are the known categories of the segment
+        if mae:
+            child_sum = cat_child_sum
+        else:
+            child_sum = np.add.reduceat(np.where(known, W_e * impurity(st, criterion), 0.0), seg_start)
+        n_present = np.add.reduceat(known & (W_e > 0), seg_start)
+        min_cnt = np.minimum.reduceat(np.where(known, cnt, np.inf), seg_start)
+        Wk_seg = Wk[seg_start]
+        gain_cat_seg = F[seg_start] * (impK[seg_start] - child_sum / Wk_seg)
+        cat_ok_seg = ecat[seg_start] & (n_present >= 2) & (min_cnt >= msl) & (Wk_seg > 0)
+        gain = np.where(num_ok, gain_num, -np.inf)
+        cat_first = seg_start[cat_ok_seg]
+        gain[cat_first] = gain_cat_seg[cat_ok_seg]
+        valid = np.isfinite(gain)
+        if ratio:
+            si_num = -(_xlog2x(WL / Wk) + _xlog2x(WR / Wk))
+            p_cat = np.where(known, W_e / Wk, 0.0)
+            si_cat = -np.add.reduceat(_xlog2x(p_cat), seg_start)
+            si = si_num.copy()
+            si[seg_start] = np.where(ecat[seg_start], si_cat, si_num[seg_start])
+            score = np.where(valid & (si > 0), gain / si, -np.inf)
+    if not valid.any():
+        return None
+
+    # --- best entry per node
+    node_start = np.flatnonzero(np.r_[True, enode[1:] != enode[:-1]])
+    node_of = enode[node_start]
+    idx = np.arange(nU)
+    if ratio:
+        # best threshold per (node, feature) by gain, then C4.5: max ratio among features with gain >= mean
+        g_seg = np.maximum.reduceat(gain, seg_start)
+        is_best = (gain == g_seg[seg_id]) & valid
+        first_best = np.minimum.reduceat(np.where(is_best, idx, nU), seg_start)
+        seg_valid = first_best < nU
+        seg_node = enode[seg_start]
+        g_valid = np.where(seg_valid, g_seg, 0.0)
+        n_valid = np.bincount(seg_node, weights=seg_valid, minlength=N)
+        mean_g = np.bincount(seg_node, weights=g_valid, minlength=N) / np.maximum(n_valid, 1)
+        eligible = seg_valid & (g_seg >= mean_g[seg_node] - 1e-12)
+        fb = np.minimum(first_best, nU - 1)
+        seg_score = np.where(eligible, score[fb], -np.inf)
+        # per node max score over segments
+        nseg_start = np.flatnonzero(np.r_[True, seg_node[1:] != seg_node[:-1]])
+        best_score = np.maximum.reduceat(seg_score, nseg_start)
+        seg_nid = np.cumsum(np.r_[True, seg_node[1:] != seg_node[:-1]]) - 1
+        is_top = (seg_score == best_score[seg_nid]) & np.isfinite(seg_score)
+        top_seg = np.minimum.reduceat(np.where(is_top, np.arange(seg_start.size), seg_start.size), nseg_start)
+        has = top_seg < seg_start.size
+        best_entry = np.where(has, fb[np.minimum(top_seg, seg_start.size - 1)], -1)
+        best_node_local = seg_node[nseg_start]
+        best_gain = np.where(has, gain[np.maximum(best_entry, 0)], -np.inf)
+    else:
+        gbest = np.maximum.reduceat(gain, node_start)
+        node_id_of = np.cumsum(np.r_[True, enode[1:] != enode[:-1]]) - 1
+        is_top = (gain >= gbest[node_id_of]) & valid
+        best_entry = np.minimum.reduceat(np.where(is_top, idx, nU), node_start)
+        has = best_entry < nU
+        best_entry = np.where(has, best_entry, -1)
+        best_node_local = node_of
+        best_gain = np.where(has, gbest, -np.inf)
+    sel = np.flatnonzero(has & (best_gain >= -1e-12))
+    if sel.size == 0:
+        return None
+    be = best_entry[sel]
+    bn = best_node_local[sel]
+    bfeat = efeat[be]
+    bcat = ecat[be]
+    bcode = code[be]
+    nxt = np.minimum(be + 1, nU - 1)
+    ncode = code[nxt]
+    hi = binned.bin_hi[bfeat, np.minimum(bcode, binned.bin_hi.shape[1] - 1)]
+    lo = binned.bin_lo[bfeat, np.minimum(ncode, binned.bin_lo.shape[1] - 1)]
+    thr = 0.5 * (hi + lo)
+    thr = np.where((thr >= lo) | ~np.isfinite(thr), hi, thr)  # rounding guard (as scikit-learn)
+    thr = np.where(bcat, np.nan, thr)
+    child_lists = []
+    for k in range(sel.size):
+        e = be[k]
+        if bcat[k]:
+            ss, se = seg_start[seg_id[e]], seg_end[seg_id[e]]
+            kc = int(binned.n_bins[bfeat[k]])
+            slots = np.full(kc, -1, dtype=np.intp)
+            fr_ = np.zeros(kc)
+            cats = code[ss : se + 1]
+            kn = (cats < Bp1 - 1) & (W_e[ss : se + 1] > 0)
+            cats_k = cats[kn]
+            slots[cats_k] = 1
+            fr_[cats_k] = W_e[ss : se + 1][kn] / Wk[e]
+            child_lists.append((slots, fr_))
+        else:
+            child_lists.append((np.array([0, 1]), np.array([WL[e] / Wk[e], WR[e] / Wk[e]])))
+    return {
+        "node": nodes[bn],
+        "feat": bfeat,
+        "cat": bcat,
+        "code": bcode,
+        "thr": thr,
+        "gain": best_gain[sel],
+        "child_lists": child_lists,
+    }
+
+
+def _mae_entry_impurities(nodes, starts, r_s, r_w, codes, y_raw, feats, enode, eslot, code, ecat, known,
+                          seg_start, seg_end, Bp1):
+    """Absolute-error impurities (per unit weight) of left/right/known sets of every entry.
+
+    O(n_node * n_positions) per node and feature, vectorised with cumulative sums
+    along the y-sorted order (exact weighted medians).
+    """
+    nU = code.size
+    impL = np.zeros(nU)
+    impR = np.zeros(nU)
+    impK = np.zeros(nU)
+    cat_sum = np.zeros(seg_start.size)
+    for si in range(seg_start.size):
+        a, b = seg_start[si], seg_end[si] + 1
+        ln = enode[a]
+        node = nodes[ln]
+        sl = slice(starts[node], starts[node + 1])
+        ss = r_s[sl]
+        ww = r_w[sl]
+        f = feats[ln, eslot[a]]
+        c = codes[ss, f].astype(np.int64)
+        kn = c != Bp1 - 1
+        yv = y_raw[ss][kn]
+        wv = ww[kn]
+        cv = c[kn]
+        o = np.argsort(yv, kind="stable")
+        ys, ws, cs_ = yv[o], wv[o], cv[o]
+        pos = code[a:b][known[a:b]]
+        if pos.size == 0:
+            continue
+        if ecat[a]:
+            M = cs_[None, :] == pos[:, None]
+        else:
+            M = cs_[None, :] <= pos[:, None]
+        devL, WLm = _wad(M, ys, ws)
+        devR, WRm = _wad(~M, ys, ws)
+        _, devK = _weighted_median_dev(ys, ws)
+        Wk = ws.sum()
+        ent = np.arange(a, b)[known[a:b]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            impL[ent] = np.where(WLm > 0, devL / WLm, 0.0)
+            impR[ent] = np.where(WRm > 0, devR / WRm, 0.0)
+        impK[a:b] = devK / Wk if Wk > 0 else 0.0
+        cat_sum[si] = devL.sum()
+    return impL, impR, impK, cat_sum
+
+
+def _wad(M: np.ndarray, ys: np.ndarray, ws: np.ndarray):
+    """For each row of membership M (P, n) over y-sorted samples: sum w|y - weighted median|, total w."""
+    Wm = M * ws
+    cw = np.cumsum(Wm, axis=1)
+    tot = cw[:, -1]
+    half = tot / 2.0
+    k = np.argmax(cw >= (half - 1e-12 * tot)[:, None], axis=1)
+    med = ys[k]
+    cwy = np.cumsum(Wm * ys, axis=1)
+    Stot = cwy[:, -1]
+    Wb = cw[np.arange(M.shape[0]), k]
+    Sb = cwy[np.arange(M.shape[0]), k]
+    dev = med * Wb - Sb + (Stot - Sb) - med * (tot - Wb)
+    return np.maximum(dev, 0.0), tot
+
+
+def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_children, level_fracs,
+                n_level, next_id):
+    """Send each row of a split node to its child; rows missing the split feature go to every child."""
+    is_split = kind[r_node] != LEAF
+    r_s, r_f, r_w, r_node = r_s[is_split], r_f[is_split], r_w[is_split], r_node[is_split]
+    # per-node routing tables (local node ids)
+    code_thr = np.full(n_level, -1, dtype=np.int64)
+    code_thr[split["node"]] = np.where(split["cat"], -1, split["code"])
+    c = codes[r_s, feat[r_node]].astype(np.int64)
+    miss = c == mcode
+    # CSR of children (global ids, -1 absent) per node
+    nch = np.array([0 if lc is None else lc.size for lc in level_children], dtype=np.intp)
+    ptr = np.zeros(n_level + 1, dtype=np.intp)
+    np.cumsum(nch, out=ptr[1:])
+    ch = np.concatenate([lc for lc in level_children if lc is not None])
+    fr = np.concatenate([lf for lf in level_fracs if lf is not None])
+    numeric = kind[r_node] == NUMERIC
+    child = np.empty(r_s.size, dtype=np.intp)
+    go_right = (c > code_thr[r_node]).astype(np.intp)
+    child[numeric] = ch[ptr[r_node[numeric]] + go_right[numeric]]
+    cat = ~numeric & ~miss
+    child[cat] = ch[ptr[r_node[cat]] + c[cat]]
+    known = ~miss
+    k_s, k_f, k_w, k_c = r_s[known], r_f[known], r_w[known], child[known]
+    if miss.any():
+        m_s, m_f, m_w, m_n = r_s[miss], r_f[miss], r_w[miss], r_node[miss]
+        counts = nch[m_n]
+        pos = np.repeat(ptr[m_n], counts) + _ranges(counts)
+        cc = ch[pos]
+        ff = fr[pos]
+        ok = cc >= 0
+        e_s = np.repeat(m_s, counts)[ok]
+        e_f = (np.repeat(m_f, counts) * ff)[ok]
+        e_w = (np.repeat(m_w, counts) * ff)[ok]
+        e_c = cc[ok]
+        pos_ok = e_w > 0
+        k_s = np.concatenate([k_s, e_s[pos_ok]])
+        k_f = np.concatenate([k_f, e_f[pos_ok]])
+        k_w = np.concatenate([k_w, e_w[pos_ok]])
+        k_c = np.concatenate([k_c, e_c[pos_ok]])
+    order = np.argsort(k_c, kind="stable")
+    return k_s[order], k_f[order], k_w[order], k_c[order] - next_id
+
+
+# ----------------------------------------------------------------------------- prediction
+class NodeTable:
+    """One or several trees stacked into a single node table for vectorised prediction.
+
+    Prediction loops over depth levels, never over samples: the state is a
+    (sample, tree) -> node array moved one level per iteration.  Rows with a
+    missing (NaN) or unseen category value at a node follow every branch with
+    the stored known-weight fractions (C4.5), and their leaf values are mixed.
+    """
+
+    def __init__(self, trees: list[Tree]):
+        offs = np.cumsum([0] + [t.node_count for t in trees])
+        self.roots = offs[:-1].astype(np.intp)
+        self.n_trees = len(trees)
+        feat = np.concatenate([t.feature for t in trees])
+        kind = np.concatenate([t.kind for t in trees])
+        thr = np.concatenate([t.threshold for t in trees])
+        ptrs, chs, frs = [], [], []
+        base_ptr = 0
+        for t, o in zip(trees, offs[:-1], strict=True):
+            ptrs.append(t.child_ptr[:-1] + base_ptr)
+            chs.append(np.where(t.children >= 0, t.children + o, -1))
+            frs.append(t.child_frac)
+            base_ptr += t.child_ptr[-1]
+        self.child_ptr = np.r_[np.concatenate(ptrs), base_ptr].astype(np.intp)
+        self.children = np.concatenate(chs).astype(np.intp)
+        self.child_frac = np.concatenate(frs)
+        self.value = np.concatenate([t.value for t in trees])
+        self.kind = kind
+        self.is_leaf = kind == LEAF
+        self.max_depth = max(t.max_depth for t in trees)
+        self.has_cat = bool((kind == CATEGORICAL).any())
+        n = feat.size
+        ids = np.arange(n)
+        # fast path arrays: leaves loop to themselves
+        self.feat0 = np.where(kind == LEAF, 0, feat).astype(np.intp)
+        self.feature = feat
+        self.thr0 = np.where(kind == NUMERIC, thr, np.inf)
+        first = self.child_ptr[:-1]
+        ch2 = np.empty((n, 2), dtype=np.intp)
+        num = kind == NUMERIC
+        ch2[:, 0] = np.where(num, self.children[np.minimum(first, max(self.children.size - 1, 0))], ids) \
+            if self.children.size else ids
+        ch2[:, 1] = np.where(num, self.children[np.minimum(first + 1, max(self.children.size - 1, 0))], ids) \
+            if self.children.size else ids
+        self.ch2 = ch2.ravel()
+        # present-children CSR for fractional routing
+        pres = self.children >= 0
+        counts = np.diff(self.child_ptr)
+        owner = np.repeat(ids, counts)
+        pc = np.bincount(owner[pres], minlength=n)
+        self.pptr = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(pc, out=self.pptr[1:])
+        self.pchildren = self.children[pres]
+        self.pfrac = self.child_frac[pres]
+
+    def leaves(self, X: np.ndarray) -> np.ndarray:
+        """(n_samples, n_trees) leaf ids; only for X without NaN and trees without categorical nodes."""
+        n, f = X.shape
+        node = np.broadcast_to(self.roots, (n, self.n_trees)).copy()
+        Xf = X.ravel()
+        base = (np.arange(n, dtype=np.intp) * f)[:, None]
+        feat0, thr0, ch2 = self.feat0, self.thr0, self.ch2
+        for _ in range(self.max_depth):
+            x = Xf[base + feat0[node]]
+            node = ch2[2 * node + (x > thr0[node])]
+        return node
+
+    def weighted_leaves(self, X: np.ndarray, record_all: bool = False):
+        """General path: (sample, tree, leaf, weight) rows, with fractional routing.
+
+        With ``record_all`` every visited node is returned, not only leaves.
+        """
+        n, f = X.shape
+        T = self.n_trees
+        s = np.repeat(np.arange(n, dtype=np.intp), T)
+        t = np.tile(np.arange(T, dtype=np.intp), n)
+        node = self.roots[t].copy()
+        w = np.ones(s.size)
+        done_s, done_t, done_n, done_w = [], [], [], []
+        while s.size:
+            leaf = self.is_leaf[node]
+            if record_all:
+                done_s.append(s)
+                done_t.append(t)
+                done_n.append(node)
+                done_w.append(w)
+            if leaf.any():
+                if not record_all:
+                    done_s.append(s[leaf])
+                    done_t.append(t[leaf])
+                    done_n.append(node[leaf])
+                    done_w.append(w[leaf])
+                keep = ~leaf
+                s, t, node, w = s[keep], t[keep], node[keep], w[keep]
+                if not s.size:
+                    break
+            x = X[s, self.feature[node]]
+            miss = np.isnan(x)
+            k = self.kind[node]
+            child = np.full(s.size, -1, dtype=np.intp)
+            num = (k == NUMERIC) & ~miss
+            child[num] = self.ch2[2 * node[num] + (x[num] > self.thr0[node[num]])]
+            cat = (k == CATEGORICAL) & ~miss
+            if cat.any():
+                xc = x[cat]
+                nc = node[cat]
+                kc = (self.child_ptr[nc + 1] - self.child_ptr[nc])
+                code = np.where(np.isfinite(xc), xc, -1).astype(np.intp)
+                okc = (code >= 0) & (code < kc) & (code == xc)
+                cc = np.full(nc.size, -1, dtype=np.intp)
+                cc[okc] = self.children[self.child_ptr[nc[okc]] + code[okc]]
+                child[cat] = cc
+            go = child >= 0
+            exp = ~go
+            ns, nt, nn, nw = s[go], t[go], child[go], w[go]
+            if exp.any():
+                es, et, en, ew = s[exp], t[exp], node[exp], w[exp]
+                counts = self.pptr[en + 1] - self.pptr[en]
+                pos = np.repeat(self.pptr[en], counts) + _ranges(counts)
+                ns = np.concatenate([ns, np.repeat(es, counts)])
+                nt = np.concatenate([nt, np.repeat(et, counts)])
+                nn = np.concatenate([nn, self.pchildren[pos]])
+                nw = np.concatenate([nw, np.repeat(ew, counts) * self.pfrac[pos]])
+            s, t, node, w = ns, nt, nn, nw
+        cat_ = np.concatenate
+        return cat_(done_s), cat_(done_t), cat_(done_n), cat_(done_w)
+
+    def needs_general(self, X: np.ndarray) -> bool:
+        return self.has_cat or bool(np.isnan(X).any())
+
+    def per_tree_values(self, X: np.ndarray) -> np.ndarray:
+        """(n_samples, n_trees, V): each tree's (mixture) leaf value for each sample."""
+        n = X.shape[0]
+        V = self.value.shape[1]
+        if not self.needs_general(X):
+            return self.value[self.leaves(X)]
+        s, t, node, w = self.weighted_leaves(X)
+        out = np.zeros((n * self.n_trees, V))
+        key = s * self.n_trees + t
+        for v in range(V):
+            out[:, v] = np.bincount(key, weights=w * self.value[node, v], minlength=n * self.n_trees)
+        return out.reshape(n, self.n_trees, V)
+
+    def mean_value(self, X: np.ndarray) -> np.ndarray:
+        """(n_samples, V): average over trees of each tree's value (soft vote / mean)."""
+        n = X.shape[0]
+        if not self.needs_general(X):
+            if self.n_trees == 1:
+                return self.value[self.leaves(X)[:, 0]]
+            return self.value[self.leaves(X)].mean(axis=1)
+        return self.per_tree_values(X).mean(axis=1) if n else np.zeros((0, self.value.shape[1]))

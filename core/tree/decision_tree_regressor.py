@@ -1,0 +1,86 @@
+"""Decision-tree regressor (seed 004 §1.8.1, 003 §5.2; CART regression tree).
+
+Each leaf predicts the weighted mean (squared_error) or weighted median
+(absolute_error) of its training targets; the split maximises the decrease of
+W_t * I(t) with I the weighted variance or the mean absolute deviation from the
+median.  Same binning, categorical multiway splits, C4.5 missing-value
+propagation and pruning as the classifier (core/tree/_tree.py, _base.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Regressor
+from ..context import NULL_CONTEXT
+from ..random import check_random_state
+from ..registry import register
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    column_or_1d,
+)
+from ._base import fit_one_tree, prepare_X, tree_params
+from ._tree import NodeTable
+
+__all__ = ["DecisionTreeRegressor"]
+
+
+@register
+class DecisionTreeRegressor(Regressor):
+    name = "decision_tree_regressor"
+    summary = "Regression tree (squared or absolute error); categorical splits, missing values, pruning."
+    params = tree_params(("squared_error", "absolute_error"), "squared_error", classifier=False)
+    supports_sample_weight = True
+    native_missing = True
+    native_categorical = True
+
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, is_cat = prepare_X(X, categorical_features)
+        if y is None:
+            raise DataError("y is required for a supervised estimator")
+        y = column_or_1d(y)
+        if y.shape[0] != X.shape[0]:
+            raise DataError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise DataError("y must be numeric for a regressor") from None
+        if not np.isfinite(y).all():
+            raise DataError("y contains NaN or infinity")
+        w = check_sample_weight(sample_weight, X.shape[0])
+        rng = check_random_state(p["random_state"])
+        tree = fit_one_tree(X, y, w, is_cat, p, regression=True, n_classes=1, rng=rng, y_raw=y)
+        ctx.step(1, 1)
+        imp = tree.feature_importances(X.shape[1])
+        self.n_features_in_ = X.shape[1]
+        self.categorical_features_ = is_cat
+        self.tree_ = tree
+        self.feature_importances_ = imp / imp.sum() if imp.sum() > 0 else imp
+        self._table = NodeTable([tree])
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, ["tree_"])
+        X = check_array(X, allow_nan=True)
+        check_n_features(self, X)
+        return self._table.mean_value(X)[:, 0]
+
+    def apply(self, X):
+        check_is_fitted(self, ["tree_"])
+        X = check_array(X)
+        return self._table.leaves(X)[:, 0]
+
+    def get_depth(self) -> int:
+        return self.tree_.max_depth
+
+    def get_n_leaves(self) -> int:
+        return self.tree_.n_leaves
+
+    @classmethod
+    def _example_params(cls):
+        return {"random_state": 0}
