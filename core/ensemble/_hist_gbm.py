@@ -1,0 +1,194 @@
+"""Shared engine of the histogram gradient boosting classifier and regressor.
+
+Gradient boosting (seed 001 §3.4.2 describes boosting in words; seed 004 §1.8.5)
+fits an additive model ``F_M(x) = F_0 + sum_m f_m(x)`` stage-wise: at iteration
+``m`` each tree ``f_m`` is a second-order (Newton) fit to the loss gradients
+``g_i`` and hessians ``h_i`` at ``F_{m-1}``, with leaf values
+``-learning_rate * G / (H + l2_regularization)`` (see ``_hist_gbm_tree``).
+Features are binned once (``_binning``); trees grow leaf-wise on the bins.
+Early stopping watches the loss on a held-out validation split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model_selection.split import train_test_split_indices
+from ..params import Bool, Choice, Float, Int, OneOf, Seed
+from ..random import check_random_state
+from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ._binning import BinMapper
+from ._hist_gbm_loss import AbsoluteError, weighted_median
+from ._hist_gbm_tree import TreeEnsemble, grow_tree, predict_nodes_binned
+
+__all__ = ["HistGradientBoostingMixin", "COMMON_PARAMS"]
+
+COMMON_PARAMS = {
+    "learning_rate": Float(0.1, gt=0.0, doc="Shrinkage applied to every leaf value."),
+    "max_iter": Int(100, ge=1, doc="Boosting iterations (trees per class)."),
+    "max_leaf_nodes": Int(31, ge=2, nullable=True, doc="Maximum leaves per tree (null: unlimited)."),
+    "max_depth": Int(None, ge=1, doc="Maximum depth of each tree (null: unlimited)."),
+    "min_samples_leaf": Int(20, ge=1, doc="Minimum number of training samples per leaf."),
+    "l2_regularization": Float(0.0, ge=0.0, doc="L2 penalty on leaf values (added to the hessian sum)."),
+    "max_bins": Int(255, ge=2, le=255, doc="Bins per feature for non-missing values (NaN gets one more)."),
+    "early_stopping": OneOf(
+        "auto",
+        [Choice("auto", ["auto"]), Bool()],
+        doc="Stop when the validation loss stops improving ('auto': when n_samples > 10000).",
+    ),
+    "scoring": Choice("loss", ["loss"], doc="Early-stopping criterion (the loss on the validation split)."),
+    "validation_fraction": Float(0.1, gt=0.0, lt=1.0, doc="Fraction held out for early stopping."),
+    "n_iter_no_change": Int(10, ge=1, doc="Stop after this many iterations without improvement > tol."),
+    "tol": Float(1e-7, ge=0.0, doc="Minimum improvement of the validation score."),
+    "random_state": Seed(),
+}
+
+
+def _categorical_mask(categorical_features, n_features):
+    if categorical_features is None:
+        return None
+    cf = np.asarray(categorical_features)
+    if cf.dtype == bool:
+        if cf.shape != (n_features,):
+            raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({n_features},)")
+        return cf.copy()
+    mask = np.zeros(n_features, dtype=bool)
+    try:
+        idx = cf.astype(np.intp).ravel()
+    except (TypeError, ValueError):
+        raise DataError("categorical_features must be a boolean mask or a list of column indices") from None
+    if idx.size and (idx.min() < 0 or idx.max() >= n_features):
+        raise DataError(f"categorical_features index out of range for {n_features} features")
+    mask[idx] = True
+    return mask
+
+
+class HistGradientBoostingMixin:
+    """Fit loop and raw prediction; subclasses choose the loss and the output map."""
+
+    supports_sample_weight = True
+    native_missing = True
+    reports_progress = True
+
+    @classmethod
+    def _example_params(cls) -> dict:
+        return {"max_iter": 5, "min_samples_leaf": 5}
+
+    def _fit_boosting(self, X, y, stratify, sample_weight, ctx, p, loss, categorical_features=None):
+        """Fit; returns the fitted state as a dict (assigned by the caller at the end)."""
+        n, n_features = X.shape
+        rng = check_random_state(p["random_state"])
+        w_all = None if sample_weight is None else check_sample_weight(sample_weight, n)
+        cat = _categorical_mask(categorical_features, n_features)
+        early = p["early_stopping"]
+        if early == "auto":
+            early = n > 10_000
+        if early:
+            tr, va = train_test_split_indices(
+                n, p["validation_fraction"], stratify=stratify, random_state=rng
+            )
+            X_tr, y_tr, X_va, y_va = X[tr], y[tr], X[va], y[va]
+            w_tr = None if w_all is None else w_all[tr]
+            w_va = None if w_all is None else w_all[va]
+        else:
+            X_tr, y_tr, w_tr = X, y, w_all
+        mapper = BinMapper(p["max_bins"], cat).fit(X_tr, rng)
+        XbT = mapper.transform_T(X_tr)
+        XvT = mapper.transform_T(X_va) if early else None
+        n_tr = X_tr.shape[0]
+        missing_bin = mapper.missing_bin_
+        valid_bins = np.arange(p["max_bins"])[None, :] < mapper.n_bins_non_missing_[:, None]
+        K = loss.n_outputs
+        baseline = np.asarray(loss.baseline(y_tr, w_tr), dtype=np.float64)
+        raw = np.tile(baseline, (n_tr, 1))
+        raw_va = np.tile(baseline, (len(y_va), 1)) if early else None
+        constant_hessian = loss.constant_hessian and w_tr is None
+        g = np.empty((K, n_tr))
+        h = np.empty((K, n_tr))
+        ensemble = TreeEnsemble(K, missing_bin)
+        is_abs = isinstance(loss, AbsoluteError)
+        grow_kw = dict(
+            constant_hessian=constant_hessian,
+            valid_bins=valid_bins,
+            missing_bin=missing_bin,
+            learning_rate=p["learning_rate"],
+            l2=p["l2_regularization"],
+            max_leaf_nodes=p["max_leaf_nodes"],
+            max_depth=p["max_depth"],
+            min_samples_leaf=p["min_samples_leaf"],
+        )
+
+        def total_loss(yy, rr, ww):
+            return loss.loss(yy, rr[:, 0] if K == 1 else rr, ww)
+
+        train_scores, val_scores = [], []
+        if early:
+            train_scores.append(-total_loss(y_tr, raw, w_tr))
+            val_scores.append(-total_loss(y_va, raw_va, w_va))
+        n_iter = 0
+        max_iter = p["max_iter"]
+        for it in range(max_iter):
+            if K == 1:
+                loss.grad_hess(y_tr, raw[:, 0], w_tr, g[0], h[0])
+            else:
+                loss.grad_hess(y_tr, raw, w_tr, g, h)
+            for k in range(K):
+                nodes, leaves = grow_tree(XbT, g[k], h[k], **grow_kw)
+                col = raw[:, k]
+                if is_abs:
+                    # absolute error: the Newton leaf value is only a direction;
+                    # re-set each leaf to the (weighted) median residual (as scikit-learn)
+                    for node_id, idx in leaves:
+                        rows = slice(None) if idx is None else idx
+                        resid = y_tr[rows] - col[rows]
+                        ww = None if w_tr is None else w_tr[rows]
+                        nodes["value"][node_id] = p["learning_rate"] * weighted_median(resid, ww)
+                values = nodes["value"]
+                for node_id, idx in leaves:
+                    if idx is None:
+                        col += values[node_id]
+                    else:
+                        col[idx] += values[node_id]
+                if early:
+                    predict_nodes_binned(nodes, XvT, missing_bin, raw_va[:, k])
+                ensemble.add(nodes, mapper.edges_, k)
+            n_iter = it + 1
+            metrics = {"iteration": n_iter}
+            if early:
+                train_scores.append(-total_loss(y_tr, raw, w_tr))
+                val_scores.append(-total_loss(y_va, raw_va, w_va))
+                metrics["train_loss"] = -train_scores[-1]
+                metrics["validation_loss"] = -val_scores[-1]
+            ctx.step(n_iter, max_iter, **metrics)
+            if early and self._should_stop(val_scores, p["n_iter_no_change"], p["tol"]):
+                break
+        if n_iter < max_iter:
+            ctx.step(max_iter, max_iter, iteration=n_iter, stopped_early=True)
+        return {
+            "_ensemble": ensemble.finalize(),
+            "_baseline": baseline,
+            "_bin_mapper": mapper,
+            "n_iter_": n_iter,
+            "n_trees_per_iteration_": K,
+            "train_score_": np.asarray(train_scores),
+            "validation_score_": np.asarray(val_scores),
+            "is_categorical_": mapper.is_categorical_,
+            "n_features_in_": n_features,
+        }
+
+    @staticmethod
+    def _should_stop(scores, n_iter_no_change, tol):
+        """scikit-learn's rule: no score in the last n_iter_no_change beats the one before by > tol."""
+        if len(scores) <= n_iter_no_change:
+            return False
+        reference = scores[-n_iter_no_change - 1] + tol
+        return not any(s > reference for s in scores[-n_iter_no_change:])
+
+    def _raw_predict(self, X):
+        check_is_fitted(self, ["_ensemble"])
+        X = check_array(X, allow_nan=True)
+        check_n_features(self, X)
+        out = np.empty((X.shape[0], len(self._baseline)))
+        out[:] = self._baseline
+        return self._ensemble.predict_raw(X, out)
+

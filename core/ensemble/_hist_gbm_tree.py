@@ -1,0 +1,372 @@
+"""Leaf-wise growth of one histogram regression tree on gradients/hessians,
+and flat-array prediction.
+
+For a node with gradient sum ``G`` and hessian sum ``H`` (second-order Taylor
+expansion of the loss), the optimal leaf value and loss reduction of a split
+into ``L``/``R`` are (Chen & Guestrin 2016; scikit-learn's HistGradientBoosting)::
+
+    value = -learning_rate * G / (H + l2)
+    gain  = G_L^2 / (H_L + l2) + G_R^2 / (H_R + l2) - G^2 / (H + l2)
+
+(the factor 1/2 of the loss reduction is dropped, as in scikit-learn; it does
+not change the argmax).  Histograms of ``g``, ``h`` and counts per (feature, bin)
+are built with ``np.bincount``; only the smaller child's histogram is built, the
+sibling's is ``parent - child`` (histogram subtraction).  Split candidates of
+all features and bins are scored at once from cumulative sums, once with the
+missing-value bin sent right and once sent left; the better direction is kept.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+__all__ = ["grow_tree", "TreeEnsemble"]
+
+_MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
+
+
+def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
+    """Histograms of gradients, hessians and counts: one (3, F, n_bins) float array.
+
+    One ``np.bincount`` per feature and quantity on the node's rows (the bins
+    are cast to ``intp`` once per feature, which ``bincount`` would otherwise
+    redo for each call).  With a constant hessian (unit weights) the hessian
+    histogram is the count histogram.
+    """
+    n_features = XbT.shape[0]
+    hist = np.empty((3, n_features, n_bins))
+    Hg, Hh, Hc = hist
+    if idx is None:
+        gi, hi = g, h
+    else:
+        gi = g.take(idx)
+        hi = None if constant_hessian else h.take(idx)
+    for f in range(n_features):
+        c = (XbT[f] if idx is None else XbT[f].take(idx)).astype(np.intp)
+        Hg[f] = np.bincount(c, weights=gi, minlength=n_bins)
+        Hc[f] = np.bincount(c, minlength=n_bins)
+        if not constant_hessian:
+            Hh[f] = np.bincount(c, weights=hi, minlength=n_bins)
+    if constant_hessian:
+        Hh[:] = Hc
+    return hist
+
+
+def _best_split(hist, G, H, C, valid_bins, l2, min_samples_leaf):
+    """Best (gain, feature, bin, missing_left, GL, HL, CL) or None.
+
+    Left child = non-missing bins <= b (plus the missing bin if missing_left).
+    """
+    cs = np.cumsum(hist[:, :, :-1], axis=2)
+    cm = hist[2, :, -1]
+    any_missing = bool(cm.any())
+    cands = [cs]
+    if any_missing:
+        cands.append(cs + hist[:, :, -1:])
+    best = None
+    parent = G * G / (H + l2) if H + l2 > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for direction, (GL, HL, CL) in enumerate(cands):
+            HR = H - HL
+            ok = CL >= min_samples_leaf
+            ok &= CL <= C - min_samples_leaf
+            ok &= HL >= _MIN_HESSIAN
+            ok &= HR >= _MIN_HESSIAN
+            ok &= valid_bins
+            GR = G - GL
+            gain = GL * GL
+            gain /= HL + l2
+            GR *= GR
+            GR /= HR + l2
+            gain += GR
+            gain[~ok] = -np.inf
+            k = int(np.argmax(gain))
+            f, b = divmod(k, gain.shape[1])
+            gk = gain[f, b] - parent
+            if gk > 0 and (best is None or gk > best[0]):
+                if direction == 0 and cm[f] == 0:
+                    # no missing values here: missing go to the child with more samples
+                    miss_left = bool(CL[f, b] >= C - CL[f, b])
+                else:
+                    miss_left = direction == 1
+                best = (float(gk), f, b, miss_left, float(GL[f, b]), float(HL[f, b]), int(CL[f, b]))
+    return best
+
+
+class _Node:
+    __slots__ = ("id", "idx", "hist", "G", "H", "C", "depth", "split")
+
+    def __init__(self, id_, idx, G, H, C, depth):
+        self.id = id_
+        self.idx = idx
+        self.G = G
+        self.H = H
+        self.C = C
+        self.depth = depth
+        self.hist = None
+        self.split = None
+
+
+def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_rate, l2,
+              max_leaf_nodes, max_depth, min_samples_leaf, G=None, H=None):
+    """Grow one tree leaf-wise (best-gain leaf first).
+
+    Returns ``(nodes, leaves)``: ``nodes`` is a dict of flat lists (feature, bin,
+    missing_left, left, right, value), ``leaves`` a list of ``(node_id, idx)``
+    where ``idx`` is the array of training rows in that leaf (None = all rows).
+    """
+    n = XbT.shape[1]
+    n_bins = missing_bin + 1
+    feature, bins, miss_left, left, right, value = [], [], [], [], [], []
+
+    def new_node(idx, G, H, C, depth):
+        node = _Node(len(feature), idx, G, H, C, depth)
+        feature.append(0)
+        bins.append(0)
+        miss_left.append(False)
+        left.append(node.id)
+        right.append(node.id)
+        value.append(-learning_rate * G / max(H + l2, 1e-300))
+        return node
+
+    if G is None:
+        G = float(g.sum())
+    if H is None:
+        H = float(n) if constant_hessian else float(h.sum())
+    root = new_node(None, G, H, n, 0)
+    leaves: dict[int, _Node] = {root.id: root}
+    heap: list = []
+
+    def splittable(node):
+        return (max_depth is None or node.depth < max_depth) and node.C >= 2 * min_samples_leaf
+
+    def consider(node):
+        node.split = _best_split(node.hist, node.G, node.H, node.C, valid_bins, l2, min_samples_leaf)
+        if node.split is not None:
+            heapq.heappush(heap, (-node.split[0], node.id, node))
+        else:
+            node.hist = None
+
+    if max_leaf_nodes is None or max_leaf_nodes > 1:
+        if splittable(root):
+            root.hist = _histograms(XbT, None, g, h, n_bins, constant_hessian)
+            consider(root)
+    n_leaves = 1
+    while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
+        _, _, node = heapq.heappop(heap)
+        _, f, b, mleft, GL, HL, CL = node.split
+        col = XbT[f] if node.idx is None else XbT[f].take(node.idx)
+        go_left = col <= b
+        if mleft:
+            go_left |= col == missing_bin
+        if node.idx is None:
+            idx_l = np.flatnonzero(go_left)
+            idx_r = np.flatnonzero(~go_left)
+        else:
+            idx_l = node.idx[go_left]
+            idx_r = node.idx[~go_left]
+        if constant_hessian:
+            HL = float(CL)
+        lnode = new_node(idx_l, GL, HL, CL, node.depth + 1)
+        rnode = new_node(idx_r, node.G - GL, node.H - HL, node.C - CL, node.depth + 1)
+        feature[node.id] = f
+        bins[node.id] = b
+        miss_left[node.id] = mleft
+        left[node.id] = lnode.id
+        right[node.id] = rnode.id
+        del leaves[node.id]
+        leaves[lnode.id] = lnode
+        leaves[rnode.id] = rnode
+        n_leaves += 1
+        parent_hist = node.hist
+        node.hist = node.idx = node.split = None
+        if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
+            break
+        need_l, need_r = splittable(lnode), splittable(rnode)
+        if need_l or need_r:
+            small, large = (lnode, rnode) if lnode.C <= rnode.C else (rnode, lnode)
+            small.hist = _histograms(XbT, small.idx, g, h, n_bins, constant_hessian)
+            parent_hist -= small.hist
+            large.hist = parent_hist
+            for child, need in ((lnode, need_l), (rnode, need_r)):
+                if need:
+                    consider(child)
+                else:
+                    child.hist = None
+    nodes = {
+        "feature": feature,
+        "bin": bins,
+        "missing_left": miss_left,
+        "left": left,
+        "right": right,
+        "value": value,
+    }
+    return nodes, [(nd.id, nd.idx) for nd in leaves.values()]
+
+
+class TreeEnsemble:
+    """All trees of a boosted model as flat arrays (one node table, global ids).
+
+    Leaves point to themselves (``left == right == id``), so a fixed number of
+    descent steps is harmless.  ``roots[t]`` and ``tree_output[t]`` (the output
+    column a tree adds to) describe tree ``t``.  Thresholds are real values:
+    go left when ``x <= threshold`` (NaN: when ``missing_left``).
+    """
+
+    def __init__(self, n_outputs: int, missing_bin: int = 255):
+        self.n_outputs = n_outputs
+        self.missing_bin = missing_bin
+        self._parts: list = []
+        self._n = 0
+
+    def add(self, nodes: dict, edges: list, output: int) -> None:
+        k = len(nodes["feature"])
+        feat = np.asarray(nodes["feature"], dtype=np.intp)
+        b = np.asarray(nodes["bin"], dtype=np.intp)
+        thr = np.full(k, np.inf)
+        internal = np.asarray(nodes["left"]) != np.arange(k)
+        for i in np.flatnonzero(internal):
+            e = edges[feat[i]]
+            thr[i] = e[b[i]] if b[i] < len(e) else np.inf
+        self._parts.append(
+            (
+                feat,
+                b,
+                thr,
+                np.asarray(nodes["missing_left"], dtype=bool),
+                np.asarray(nodes["left"], dtype=np.intp) + self._n,
+                np.asarray(nodes["right"], dtype=np.intp) + self._n,
+                np.asarray(nodes["value"], dtype=np.float64),
+                output,
+                self._n,
+                internal,
+            )
+        )
+        self._n += k
+
+    def set_leaf_value(self, tree: int, node: int, value: float) -> None:
+        self._parts[tree][6][node] = value
+
+    def finalize(self) -> TreeEnsemble:
+        parts = self._parts
+        cat = (lambda i, dt: np.concatenate([p[i] for p in parts]).astype(dt)) if parts else None
+        if parts:
+            self.feature = cat(0, np.intp)
+            self.bin = cat(1, np.intp)
+            self.threshold = cat(2, np.float64)
+            self.missing_left = cat(3, bool)
+            self.left = cat(4, np.intp)
+            self.right = cat(5, np.intp)
+            self.value = cat(6, np.float64)
+            self.is_internal = cat(9, bool)
+        else:
+            self.feature = self.bin = self.left = self.right = np.zeros(0, np.intp)
+            self.threshold = self.value = np.zeros(0)
+            self.missing_left = self.is_internal = np.zeros(0, bool)
+        self.roots = np.array([p[8] for p in parts], dtype=np.intp)
+        self.tree_output = np.array([p[7] for p in parts], dtype=np.intp)
+        self.n_trees = len(parts)
+        self.max_depth = self._depth()
+        # per-tree slices, for partition-based batch prediction
+        self.tree_slices = [(p[8], p[8] + len(p[0])) for p in parts]
+        self._parts = []
+        return self
+
+    def _depth(self) -> int:
+        if self.n_trees == 0:
+            return 0
+        depth = np.zeros(len(self.feature), dtype=np.intp)
+        # children always have larger ids than their parent within a tree
+        for i in range(len(self.feature)):
+            if self.is_internal[i]:
+                depth[self.left[i]] = depth[self.right[i]] = depth[i] + 1
+        return int(depth.max())
+
+    # -- prediction ----------------------------------------------------------------
+    def predict_raw(self, X: np.ndarray, out: np.ndarray, *, binned: bool = False) -> np.ndarray:
+        """Add every tree's output to ``out`` (shape (n, n_outputs)).
+
+        ``X`` is (n, F) real data, or (F, n) uint8 bins when ``binned``.
+        """
+        n = X.shape[1] if binned else X.shape[0]
+        if self.n_trees == 0 or n == 0:
+            return out
+        if n * self.n_trees <= 20_000 and not binned:
+            return self._predict_levels(X, out)
+        return self._predict_partition(X, out, binned)
+
+    def _predict_levels(self, X, out):
+        """Descend all trees at once, one level per step (cheap for few rows)."""
+        n, n_features = X.shape
+        flat = X.ravel()
+        row = (np.arange(n, dtype=np.intp) * n_features)[:, None]
+        node = np.broadcast_to(self.roots, (n, self.n_trees)).copy()
+        has_missing_left = bool(self.missing_left.any())
+        for _ in range(self.max_depth):
+            x = flat[row + self.feature[node]]
+            go = x <= self.threshold[node]
+            if has_missing_left:
+                go |= np.isnan(x) & self.missing_left[node]
+            node = np.where(go, self.left[node], self.right[node])
+        vals = self.value[node]
+        if self.n_outputs == 1:
+            out[:, 0] += vals.sum(axis=1)
+        else:
+            for k in range(self.n_outputs):
+                out[:, k] += vals[:, self.tree_output == k].sum(axis=1)
+        return out
+
+    def _predict_partition(self, X, out, binned):
+        """Per tree, route index sets down the tree (work ~ n * depth per tree)."""
+        cols = X if binned else np.ascontiguousarray(X.T)
+        thr = self.bin if binned else self.threshold
+        miss = self.missing_bin if binned else None
+        for t in range(self.n_trees):
+            o = out[:, self.tree_output[t]] if self.n_outputs > 1 else out[:, 0]
+            route_tree(cols, int(self.roots[t]), self.feature, thr, self.missing_left, self.left,
+                       self.right, self.value, self.is_internal, o, miss)
+        return out
+
+
+def route_tree(cols, root, feat, thr, mleft, left, right, value, internal, out, missing_bin=None):
+    """Add one tree's leaf values to ``out`` by partitioning row indices node by node.
+
+    ``cols`` is feature-major (F, n): real values (NaN = missing) or bins
+    (``missing_bin`` = missing).
+    """
+    stack = [(root, None)]
+    while stack:
+        node, idx = stack.pop()
+        if not internal[node]:
+            if idx is None:
+                out += value[node]
+            else:
+                out[idx] += value[node]
+            continue
+        col = cols[feat[node]]
+        x = col if idx is None else col.take(idx)
+        go = x <= thr[node]
+        if mleft[node]:
+            go |= np.isnan(x) if missing_bin is None else (x == missing_bin)
+        if idx is None:
+            li = np.flatnonzero(go)
+            ri = np.flatnonzero(~go)
+        else:
+            li = idx[go]
+            ri = idx[~go]
+        if len(li):
+            stack.append((int(left[node]), li))
+        if len(ri):
+            stack.append((int(right[node]), ri))
+
+
+def predict_nodes_binned(nodes: dict, XbT: np.ndarray, missing_bin: int, out: np.ndarray) -> None:
+    """Add the output of one freshly grown tree (``grow_tree`` lists) on binned data to ``out``."""
+    left = np.asarray(nodes["left"], dtype=np.intp)
+    internal = left != np.arange(len(left))
+    route_tree(XbT, 0, np.asarray(nodes["feature"], dtype=np.intp), np.asarray(nodes["bin"], dtype=np.intp),
+               np.asarray(nodes["missing_left"], dtype=bool), left,
+               np.asarray(nodes["right"], dtype=np.intp), np.asarray(nodes["value"], dtype=np.float64),
+               internal, out, missing_bin)

@@ -1,0 +1,161 @@
+"""Stacking classifier: a meta-learner on out-of-fold predictions of base classifiers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Classifier
+from ..context import NULL_CONTEXT
+from ..model_selection.split import StratifiedKFold
+from ..params import Any_, Bool, Choice, Int, ParamError, Seed
+from ..registry import get as get_algorithm
+from ..registry import register
+from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ._stacking import as_meta, base_seeds, build_estimator, check_estimator_specs, fit_with, seeded
+
+__all__ = ["StackingClassifier"]
+
+
+@register
+class StackingClassifier(Classifier):
+    """Stacked generalisation for classification (seed 000 §16.2, l.3698-3714).
+
+    Each base classifier in ``estimators`` is cross-validated with ``cv``
+    stratified folds; its out-of-fold class probabilities (``stack_method``
+    ``predict_proba``; for two classes only the second column, as scikit-learn)
+    or predicted class codes (``predict``) form the meta-features on which
+    ``final_estimator`` is trained.  The meta-learner never sees an in-sample
+    prediction.  The base classifiers are then refitted on all rows; at predict
+    time their outputs feed the meta-learner.  ``passthrough`` appends the raw
+    features to the meta-features.
+    """
+
+    name = "stacking_classifier"
+    summary = "Stacking: a final classifier trained on out-of-fold predictions of base classifiers."
+    params = {
+        "estimators": Any_(
+            [{"name": "gradient_boosting_classifier", "params": {}}],
+            doc='Base classifiers: a list of {"name": registry name, "params": {...}}.',
+        ),
+        "final_estimator": Any_(
+            {"name": "logistic_regression", "params": {}},
+            doc='Meta-learner {"name": ..., "params": {...}} trained on out-of-fold predictions.',
+        ),
+        "cv": Int(5, ge=2, doc="Number of stratified folds for the out-of-fold predictions."),
+        "stack_method": Choice(
+            "auto",
+            ["auto", "predict_proba", "predict"],
+            doc="Base output used as meta-feature ('auto': predict_proba when available).",
+        ),
+        "passthrough": Bool(False, doc="Also give the original features to the meta-learner."),
+        "random_state": Seed(doc="Seed of the fold shuffling and of the sub-estimators' seeds."),
+    }
+    supports_sample_weight = True
+    native_missing = False
+    reports_progress = True
+
+    @classmethod
+    def _example_params(cls) -> dict:
+        small = {"max_iter": 3, "min_samples_leaf": 3}
+        return {
+            "estimators": [
+                {"name": "gradient_boosting_classifier", "params": small},
+                {"name": "gradient_boosting_classifier", "params": {**small, "max_depth": 1}},
+            ],
+            "final_estimator": {"name": "gradient_boosting_classifier", "params": small},
+            "cv": 3,
+        }
+
+    def _method(self, name: str, requested: str) -> str:
+        has_proba = callable(getattr(get_algorithm(name), "predict_proba", None))
+        if requested == "auto":
+            return "predict_proba" if has_proba else "predict"
+        if requested == "predict_proba" and not has_proba:
+            raise ParamError("stack_method", f"{name!r} has no predict_proba")
+        return requested
+
+    @staticmethod
+    def _block(est, method: str, X, n_classes: int) -> np.ndarray:
+        """Meta-feature block of one fitted base classifier (its classes_ are class codes)."""
+        if method == "predict_proba":
+            proba = est.predict_proba(X)
+            full = np.zeros((X.shape[0], n_classes))
+            full[:, np.asarray(est.classes_, dtype=np.intp)] = proba
+            return full[:, 1:] if n_classes == 2 else full
+        return np.asarray(est.predict(X), dtype=np.float64)[:, None]
+
+    def fit(self, X, y, *, sample_weight=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        bases, (final_name, final_params) = check_estimator_specs(
+            p["estimators"], p["final_estimator"], "classification"
+        )
+        methods = [self._method(name, p["stack_method"]) for name, _ in bases]
+        X, y = check_X_y(X, y, allow_nan=True)
+        classes, codes = self._encode_targets(y)
+        K = len(classes)
+        w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
+        _, fold_seed, seeds = base_seeds(p["random_state"], len(bases))
+        folds = list(StratifiedKFold(p["cv"], shuffle=True, random_state=fold_seed).split(X, codes))
+        total = len(bases) * (len(folds) + 1) + 1
+        done = 0
+
+        def sub_ctx():
+            return ctx.child(done / total, (done + 1) / total)
+
+        # out-of-fold meta-features: row i comes from a model fitted without row i
+        blocks = []
+        for (name, params), method, seed in zip(bases, methods, seeds, strict=False):
+            params = seeded(name, params, seed)
+            block = None
+            for train, test in folds:
+                est = build_estimator(name, params)
+                fit_with(est, X[train], codes[train], None if w is None else w[train], sub_ctx())
+                part = self._block(est, method, X[test], K)
+                if block is None:
+                    block = np.zeros((X.shape[0], part.shape[1]))
+                block[test] = part
+                done += 1
+                ctx.step(done, total)
+            blocks.append(block)
+        meta = as_meta(blocks, X, p["passthrough"])
+        final = build_estimator(final_name, seeded(final_name, final_params, seeds[-1]))
+        fit_with(final, meta, codes, w, sub_ctx())
+        done += 1
+        ctx.step(done, total)
+        fitted = []
+        for (name, params), seed in zip(bases, seeds, strict=False):
+            est = build_estimator(name, seeded(name, params, seed))
+            fit_with(est, X, codes, w, sub_ctx())
+            fitted.append(est)
+            done += 1
+            ctx.step(done, total)
+        self.estimators_ = fitted
+        self.final_estimator_ = final
+        self._passthrough = p["passthrough"]
+        self.stack_methods_ = methods
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _meta(self, X):
+        check_is_fitted(self, ["final_estimator_"])
+        X = check_array(X, allow_nan=True)
+        check_n_features(self, X)
+        K = len(self.classes_)
+        blocks = [self._block(e, m, X, K) for e, m in zip(self.estimators_, self.stack_methods_, strict=True)]
+        return as_meta(blocks, X, self._passthrough)
+
+    def predict_proba(self, X):
+        meta = self._meta(X)
+        final = self.final_estimator_
+        cols = np.asarray(final.classes_, dtype=np.intp)
+        out = np.zeros((meta.shape[0], len(self.classes_)))
+        if callable(getattr(final, "predict_proba", None)):
+            out[:, cols] = final.predict_proba(meta)
+        else:
+            out[np.arange(meta.shape[0]), np.asarray(final.predict(meta), dtype=np.intp)] = 1.0
+        return out
+
+    def predict(self, X):
+        meta = self._meta(X)
+        return self.classes_[np.asarray(self.final_estimator_.predict(meta), dtype=np.intp)]
