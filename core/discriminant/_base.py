@@ -105,7 +105,7 @@ class GaussianScorer:
     def log_likelihood(self, X: np.ndarray) -> np.ndarray:
         d = X.shape[1]
         out = np.empty((X.shape[0], len(self.rotations)))
-        for k, (V, w) in enumerate(zip(self.rotations, self.inv_sqrt)):
+        for k, (V, w) in enumerate(zip(self.rotations, self.inv_sqrt, strict=True)):
             Z = (X - self.means[k]) @ (V * w)
             out[:, k] = np.einsum("ij,ij->i", Z, Z)
         return -0.5 * (out + self.logdets + d * np.log(2.0 * np.pi))
