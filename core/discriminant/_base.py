@@ -132,7 +132,8 @@ class DiscriminantClassifier(Classifier):
         return np.exp(self.predict_log_proba(X))
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        scores = self.decision_function(X)
+        return self.classes_[np.argmax(scores, axis=1)]
 
 
 def class_stats(X: np.ndarray, codes: np.ndarray, K: int):

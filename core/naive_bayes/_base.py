@@ -83,4 +83,5 @@ class NaiveBayes(Classifier):
         return np.exp(self.predict_log_proba(X))
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_joint_log_proba(X), axis=1)]
+        scores = self.predict_joint_log_proba(X)
+        return self.classes_[np.argmax(scores, axis=1)]
