@@ -1,0 +1,52 @@
+"""k-nearest-neighbour classifier (seed 000 §3, seed 003 ch.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Classifier
+from ..context import NULL_CONTEXT
+from ..registry import register
+from ..validation import check_X_y
+from ._base import KNN_PARAMS, KNNMixin, neighbor_weights
+
+
+@register
+class KNNClassifier(KNNMixin, Classifier):
+    """Majority (or 1/d-weighted) vote of the k nearest training points.
+
+    ``P(c | x) = sum_{i in N_k(x)} w_i [y_i = c] / sum_i w_i`` with ``w_i = 1`` (uniform) or
+    ``w_i = 1/d(x, x_i)`` (seed 000 §3.5, l.622-628).  Ties in the vote go to the lowest class
+    index (the first column of ``classes_``); neighbours at equal distance are taken in order of
+    training index.
+    """
+
+    name = "knn_classifier"
+    summary = "k-nearest-neighbour classifier (brute force or kd-tree, several metrics)"
+    params = dict(KNN_PARAMS)
+    needs_scaling = True
+
+    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, y = check_X_y(X, y)
+        classes, codes = self._encode_targets(y)
+        index = self._fit_index(X, p)
+        self.classes_ = classes
+        self.y_codes_ = codes
+        self.index_ = index
+        self.n_neighbors_ = p["n_neighbors"]
+        self.weights_ = p["weights"]
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict_proba(self, X):
+        dist, ind = self.kneighbors(X)
+        w = neighbor_weights(dist, self.weights_)
+        labels = self.y_codes_[ind]
+        m, k = labels.shape
+        K = len(self.classes_)
+        proba = np.zeros((m, K))
+        rows = np.repeat(np.arange(m), k)
+        np.add.at(proba, (rows, labels.ravel()), 1.0 if w is None else w.ravel())
+        proba /= proba.sum(axis=1, keepdims=True)
+        return proba
