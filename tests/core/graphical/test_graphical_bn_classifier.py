@@ -43,7 +43,8 @@ def _brute_posterior(clf, x_codes):
 
 
 @pytest.mark.parametrize(
-    "edges", [None, [["y", 0], ["y", 1], ["y", 3], [0, 1], ["target", 2], [3, 2]], [[0, "y"], ["y", 3], [1, "y"]]]
+    "edges",
+    [None, [["y", 0], ["y", 1], ["y", 3], [0, 1], ["target", 2], [3, 2]], [[0, "y"], ["y", 3], [1, "y"]]],
 )
 def test_posterior_matches_brute_force_with_missing_values(edges):
     rng = np.random.default_rng(0)
