@@ -1,0 +1,247 @@
+"""``bayesian_network_classifier``: a discrete Bayesian network over the features and the class.
+
+Seed 000 §6-8 (notes/000.md §1.7-1.9): the class posterior ``P(y | x_observed)`` is computed
+by exact inference (variable elimination, ``core.graphical.bayesian_network``) in a network
+with a given DAG, or the naive-Bayes structure ``y -> every feature`` by default.  CPTs are
+fitted by MLE (``alpha=0``) or Dirichlet MAP ``(N + alpha) / sum(N + alpha)`` (seed 7.6);
+with missing values they are fitted by EM (seed 7.7-7.8), one ``ctx.step`` per EM step.
+
+Node encoding of ``edges`` (list of ``[parent, child]`` pairs):
+  * an integer ``j`` is feature column ``j`` of ``X`` (0-based, the order the service uses);
+  * ``"y"`` (or ``"target"``) is the class node.
+  Example: ``[["y", 0], ["y", 1], [0, 1]]`` = class -> x0, class -> x1, x0 -> x1.
+  The DAG is exactly the given edges: a feature in no edge is independent of the class and
+  does not influence predictions.  ``edges=None`` is the naive structure.
+
+Features: columns in ``categorical_features`` hold category codes 0..k-1 (NaN = missing).
+Other numeric columns are discretised into ``n_bins`` quantile bins fitted on the training data
+(see docs/decisions/bayesian_network_classifier.md).  With ``categorical_features`` not given,
+a column whose observed values are non-negative integers with at most 50 distinct values is
+taken as categorical and every other column is binned.  Codes unseen at fit time (>= the
+fitted cardinality) are treated as missing at prediction time and marginalised out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Classifier
+from ..context import NULL_CONTEXT
+from ..params import Choice, Float, Int, ListOf, OneOf, ParamError
+from ..registry import register
+from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_X_y
+from .bayesian_network import BayesianNetwork
+
+_MAX_AUTO_CATEGORIES = 50
+Y_NODE = "y"
+
+
+def _node_spec():
+    return OneOf("y", [Int(0, ge=0), Choice("y", ["y", "target"])])
+
+
+@register
+class BayesianNetworkClassifier(Classifier):
+    """Discrete Bayesian-network classifier with exact (variable-elimination) posteriors.
+
+    Fitted: ``network_`` (a :class:`BayesianNetwork` with nodes ``0..d-1`` and ``"y"``;
+    usable directly for ``query`` / ``d_separated``), ``classes_``, ``categorical_``
+    (bool mask), ``bin_edges_`` (per column, None for categorical columns),
+    ``cardinalities_``, ``n_iter_`` (EM steps; 1 without missing values), ``log_likelihood_``.
+    """
+
+    name = "bayesian_network_classifier"
+    summary = "Discrete Bayesian network classifier (given DAG or naive), MLE/MAP/EM, exact inference"
+    params = {
+        "edges": ListOf(
+            ListOf(_node_spec(), ["y", 0], min_items=2, max_items=2),
+            None,
+            doc="DAG as [parent, child] pairs; nodes are feature column indices or 'y'/'target' "
+            "for the class; null = naive structure (y -> every feature)",
+        ),
+        "alpha": Float(1.0, ge=0.0, doc="Dirichlet pseudo-count per CPT cell (0 = maximum likelihood)"),
+        "n_bins": Int(5, ge=2, doc="quantile bins for numeric (non-categorical) features"),
+        "max_iter": Int(100, ge=1, doc="maximum EM iterations when values are missing"),
+        "tol": Float(1e-6, ge=0.0, doc="EM stops when the log-likelihood changes by < tol * n"),
+    }
+    native_missing = True
+    native_categorical = True
+    reports_progress = True
+
+    @classmethod
+    def _example_data(cls, rng):
+        n = 80
+        X = rng.normal(size=(n, 3))
+        y = np.array(["a", "b", "c"])[(X[:, 0] + 0.5 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1)]
+        cat = (X[:, 1] > 0).astype(float) + (X[:, 2] > 0.5)
+        X = np.column_stack([X, cat])
+        X[rng.random(n) < 0.1, 0] = np.nan
+        X[rng.random(n) < 0.1, 3] = np.nan
+        return X, y
+
+    @classmethod
+    def _example_params(cls):
+        return {"max_iter": 5}
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT, categorical_features=None):
+        p = self._validated_params()
+        X, y = check_X_y(X, y, allow_nan=True)
+        classes, ycodes = self._encode_targets(y)
+        n, d = X.shape
+        categorical = self._categorical_mask(X, categorical_features)
+        codes = np.empty_like(X)
+        bin_edges: list = [None] * d
+        cards = {}
+        for j in range(d):
+            col = X[:, j]
+            obs = ~np.isnan(col)
+            if categorical[j]:
+                v = col[obs]
+                if v.size and ((v < 0).any() or (v != np.floor(v)).any()):
+                    raise DataError(
+                        f"categorical feature {j} must hold category codes 0..k-1 (non-negative integers)"
+                    )
+                codes[:, j] = col
+                cards[j] = int(v.max()) + 1 if v.size else 1
+            else:
+                e = (
+                    np.unique(np.quantile(col[obs], np.linspace(0, 1, p["n_bins"] + 1)[1:-1]))
+                    if obs.any()
+                    else np.empty(0)
+                )
+                bin_edges[j] = e
+                codes[:, j] = np.where(obs, np.searchsorted(e, np.where(obs, col, 0.0), side="right"), np.nan)
+                cards[j] = len(e) + 1
+        cards[Y_NODE] = len(classes)
+        edges = self._parse_edges(p["edges"], d)
+        try:
+            bn = BayesianNetwork(edges, cards)
+        except ValueError as exc:
+            raise ParamError("edges", str(exc)) from None
+        data = np.column_stack([codes, ycodes.astype(np.float64)])
+        has_missing = bool(np.isnan(codes).any())
+        total = p["max_iter"] if has_missing else 1
+
+        def step(it, ll):
+            ctx.step(it, total, log_likelihood=ll)
+
+        n_iter, ll = bn.fit(data, alpha=p["alpha"], max_iter=p["max_iter"], tol=p["tol"], callback=step)
+        if has_missing and n_iter < total:
+            ctx.step(total, total, log_likelihood=ll)
+
+        self.classes_ = classes
+        self.network_ = bn
+        self.categorical_ = categorical
+        self.bin_edges_ = bin_edges
+        self.cardinalities_ = np.array([cards[j] for j in range(d)], dtype=np.intp)
+        self.n_iter_ = n_iter
+        self.log_likelihood_ = ll
+        self.edges_ = bn.edges
+        self.n_features_in_ = d
+        self._y_families = self._families_with_y(bn, d)
+        return self
+
+    @staticmethod
+    def _categorical_mask(X, categorical_features):
+        d = X.shape[1]
+        if categorical_features is None:
+            mask = np.zeros(d, dtype=bool)
+            for j in range(d):
+                v = X[:, j][~np.isnan(X[:, j])]
+                if v.size == 0 or (
+                    (v >= 0).all() and (v == np.floor(v)).all() and len(np.unique(v)) <= _MAX_AUTO_CATEGORIES
+                ):
+                    mask[j] = True
+            return mask
+        cf = np.asarray(categorical_features)
+        if cf.dtype == bool:
+            if cf.shape != (d,):
+                raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({d},)")
+            return cf.copy()
+        mask = np.zeros(d, dtype=bool)
+        idx = cf.astype(np.intp).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= d):
+            raise DataError(f"categorical_features indices must be in 0..{d - 1}")
+        mask[idx] = True
+        return mask
+
+    @staticmethod
+    def _parse_edges(spec, d):
+        if spec is None:
+            return [(Y_NODE, j) for j in range(d)]
+        out = []
+        for i, (a, b) in enumerate(spec):
+            pair = []
+            for v in (a, b):
+                if isinstance(v, str):
+                    pair.append(Y_NODE)
+                elif v >= d:
+                    raise ParamError(f"edges[{i}]", f"feature index {v} out of range for {d} feature(s)")
+                else:
+                    pair.append(int(v))
+            out.append(tuple(pair))
+        return out
+
+    @staticmethod
+    def _families_with_y(bn: BayesianNetwork, d: int):
+        """For the complete-evidence fast path: (feature columns, log CPT with y last)."""
+        fams = []
+        with np.errstate(divide="ignore"):
+            for v in bn.nodes:
+                fam = [*bn.parents[v], v]
+                if Y_NODE not in fam:
+                    continue
+                others = [u for u in fam if u != Y_NODE]
+                perm = [fam.index(u) for u in others] + [fam.index(Y_NODE)]
+                fams.append((others, np.ascontiguousarray(np.log(np.transpose(bn.cpt[v], perm)))))
+        return fams
+
+    # ------------------------------------------------------------------ predict
+    def _codes(self, X):
+        codes = np.empty_like(X)
+        for j in range(X.shape[1]):
+            col = X[:, j]
+            if self.categorical_[j]:
+                c = col.copy()
+                bad = ~np.isnan(c) & ((c < 0) | (c >= self.cardinalities_[j]) | (c != np.floor(c)))
+                c[bad] = np.nan  # unseen categories are treated as missing
+            else:
+                obs = ~np.isnan(col)
+                c = np.where(obs, np.searchsorted(self.bin_edges_[j], np.where(obs, col, 0.0), side="right"),
+                             np.nan)
+            codes[:, j] = c
+        return codes
+
+    def predict_proba(self, X):
+        check_is_fitted(self, ["network_"])
+        X = check_array(X, allow_nan=True)
+        check_n_features(self, X)
+        codes = self._codes(X)
+        miss = np.isnan(codes)
+        n, k = X.shape[0], len(self.classes_)
+        out = np.empty((n, k))
+        complete = ~miss.any(axis=1)
+        if complete.any():
+            ci = codes[complete].astype(np.intp)
+            logp = np.zeros((ci.shape[0], k))
+            for cols, logtab in self._y_families:
+                logp += logtab[tuple(ci[:, c] for c in cols)] if cols else logtab
+            with np.errstate(invalid="ignore", over="ignore"):
+                m = logp.max(axis=1, keepdims=True)
+                m[~np.isfinite(m)] = 0.0
+                pr = np.exp(logp - m)
+                s = pr.sum(axis=1, keepdims=True)
+                pr = np.where(s > 0, pr / np.where(s > 0, s, 1.0), 1.0 / k)
+            out[complete] = pr
+        if not complete.all():
+            rows = np.flatnonzero(~complete)
+            patterns, inv = np.unique(miss[rows], axis=0, return_inverse=True)
+            inv = inv.reshape(-1)
+            for g, pat in enumerate(patterns):
+                r = rows[inv == g]
+                obs = [j for j in range(X.shape[1]) if not pat[j]]
+                ev = codes[np.ix_(r, obs)].astype(np.intp)
+                post, _ = self.network_.batch_query([Y_NODE], obs, ev)
+                out[r] = post
+        return out

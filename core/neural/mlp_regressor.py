@@ -1,0 +1,58 @@
+"""``mlp_regressor``: multi-layer perceptron with identity output and squared error.
+
+Seed 000 §13 (notes/000.md §1.15): identity output f(x) = o(x), loss ½(y - f(x))²,
+back-propagation with mini-batch optimisers.  Engine and formulas: ``core.neural.mlp_engine``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Regressor
+from ..context import NULL_CONTEXT
+from ..registry import register
+from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from .mlp_engine import common_params, fit_network, set_fitted
+
+
+def _r2(net, X, y):
+    pred = net.forward(X)[:, 0]
+    ss_res = float(np.sum((y[:, 0] - pred) ** 2))
+    ss_tot = float(np.sum((y[:, 0] - y[:, 0].mean()) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+
+
+@register
+class MLPRegressor(Regressor):
+    """Feed-forward neural network regressor: identity output, loss mean ½(f(x) - y)² (+ penalties).
+
+    The target is used as given (like scikit-learn); standardise it yourself for large scales.
+    Early stopping monitors R² on the validation split.
+    """
+
+    name = "mlp_regressor"
+    summary = "Multi-layer perceptron regressor (identity output, squared error, SGD/Adam/...)"
+    params = common_params()
+    supports_sample_weight = True
+    reports_progress = True
+    needs_scaling = True
+
+    @classmethod
+    def _example_params(cls):
+        return {"hidden_layer_sizes": [8], "max_iter": 30, "learning_rate_init": 0.01}
+
+    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, y = check_X_y(X, y, y_numeric=True)
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
+        Y = y.astype(np.float64)[:, None]
+        net, info = fit_network(p, X, Y, sw, output="identity", ctx=ctx, score_fn=_r2)
+        set_fitted(self, net, info, X.shape[1])
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, ["net_"])
+        X = check_array(X)
+        check_n_features(self, X)
+        with np.errstate(over="ignore", under="ignore"):
+            return self.net_.forward(X)[:, 0].copy()
