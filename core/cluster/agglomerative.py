@@ -31,7 +31,7 @@ class AgglomerativeClustering(Clusterer):
     name = "agglomerative_clustering"
     summary = "Bottom-up hierarchical clustering (ward/complete/average/single/centroid) with its merge tree"
     params = {
-        "n_clusters": Int(2, ge=1, nullable=True, doc="Clusters to keep (null when distance_threshold is set)."),
+        "n_clusters": Int(2, ge=1, nullable=True, doc="Clusters to keep (null with distance_threshold)."),
         "distance_threshold": Float(None, ge=0.0, doc="Cut the tree at this merge distance instead."),
         "linkage": Choice("ward", choices=LINKAGES),
         "metric": Choice("euclidean", choices=("euclidean", "manhattan", "cosine"),
