@@ -2,5 +2,7 @@
 
 from . import (
     agglomerative,  # noqa: F401
+    divisive,  # noqa: F401
     kmeans,  # noqa: F401
+    spectral,  # noqa: F401
 )
