@@ -1,3 +1,8 @@
 """cluster: k-means, agglomerative, divisive (bisecting k-means) and spectral clustering."""
 
-from . import kmeans  # noqa: F401
+from . import (
+    agglomerative,  # noqa: F401
+    divisive,  # noqa: F401
+    kmeans,  # noqa: F401
+    spectral,  # noqa: F401
+)

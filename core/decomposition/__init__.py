@@ -1,3 +1,3 @@
 """decomposition: PCA, kernel PCA, FastICA and factor analysis."""
 
-from . import kernel_pca, pca  # noqa: F401
+from . import factor_analysis, ica, kernel_pca, pca  # noqa: F401
