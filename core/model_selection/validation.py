@@ -71,9 +71,9 @@ def check_cv(
         else:
             splitter = KFold(k, shuffle=shuffle, random_state=rs)
         return list(splitter.split(X, y))
-    if hasattr(cv, "split"):
+    if hasattr(cv, "split") and not isinstance(cv, (str, bytes)):
         return [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
-    if isinstance(cv, Sequence):
+    if isinstance(cv, Sequence) and not isinstance(cv, (str, bytes)):
         return FixedSplits(cv).folds
     raise ParamError("cv", f"expected an int, a splitter with split(X, y) or a list of folds, got {cv!r}")
 
@@ -200,7 +200,7 @@ def paired_ttest(scores_a, scores_b, alpha: float = 0.05, *, greater_is_better: 
     ``Var = 1/(k(k-1)) sum (delta_i - mean)^2``, ``T = mean / sqrt(Var)`` with ``k-1``
     degrees of freedom; two-sided ``p = 2 sf(|T|)`` from ``scipy.stats.t``; H0 (equal
     performance) is rejected when ``|T| > t_{1-alpha/2, k-1}`` (equivalently ``p < alpha``).
-    Identical differences (Var = 0) give T = 0, p = 1 when they are all zero, else
+    Identical differences (up to 1e-12 relative) give T = 0, p = 1 when they are all zero, else
     T = +-inf, p = 0.  ``verdict``: "a_better", "b_better" or "no_significant_difference"
     (which side is better uses ``greater_is_better``).
     """
@@ -219,13 +219,14 @@ def paired_ttest(scores_a, scores_b, alpha: float = 0.05, *, greater_is_better: 
     mean = float(d.mean())
     var = float(((d - mean) ** 2).sum() / (k * (k - 1)))
     df = k - 1
-    if var > 0:
+    # differences equal up to rounding (e.g. a constant shift) count as identical
+    if var > 0 and np.ptp(d) > 1e-12 * max(float(np.abs(d).max()), 1e-300):
         t = mean / math.sqrt(var)
         p = float(2.0 * stats.t.sf(abs(t), df))
     elif mean == 0:
-        t, p = 0.0, 1.0
+        t, p, var = 0.0, 1.0, 0.0
     else:
-        t, p = math.copysign(math.inf, mean), 0.0
+        t, p, var = math.copysign(math.inf, mean), 0.0, 0.0
     crit = float(stats.t.ppf(1.0 - alpha / 2.0, df))
     reject = bool(abs(t) > crit)
     if not reject:
