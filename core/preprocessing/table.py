@@ -135,7 +135,8 @@ class TablePreprocessor:
         for name in names:
             if types[name] not in FEATURE_TYPES:
                 raise DataError(
-                    f"feature '{name}' has unknown type {types[name]!r}; expected one of {list(FEATURE_TYPES)}"
+                    f"feature '{name}' has unknown type {types[name]!r}; "
+                    f"expected one of {list(FEATURE_TYPES)}"
                 )
         n_rows = None
         num_names, num_fill, num_center, num_scale = [], [], [], []
