@@ -15,7 +15,6 @@ from ..settings import Settings
 from ..storage.metadata import MetadataStore
 
 log = logging.getLogger("orchard.queue")
-QUEUE_NAME = "orchard"
 
 
 def run_job(job_id: str) -> str:
@@ -47,7 +46,7 @@ class RQQueue:
         self.settings = settings
         self.meta = meta
         self.redis = Redis.from_url(settings.queue_url)
-        self.queue = Queue(QUEUE_NAME, connection=self.redis)
+        self.queue = Queue(settings.queue_name, connection=self.redis)
 
     def start(self) -> None:
         pass
@@ -77,5 +76,5 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
 
     _stores(settings)
     conn = Redis.from_url(settings.queue_url)
-    worker = Worker([Queue(QUEUE_NAME, connection=conn)], connection=conn)
+    worker = Worker([Queue(settings.queue_name, connection=conn)], connection=conn)
     worker.work(burst=burst, with_scheduler=False)
