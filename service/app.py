@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, train
+from .api.fastpath import PredictFastPath
 from .errors import TooLarge, install_handlers, problem_response
 from .runtime import Runtime
 from .services.training import recover_orphans
@@ -82,5 +83,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(app)
     for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router):
         app.include_router(r)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: limits apply to every route
     return app

@@ -292,6 +292,35 @@ class TablePreprocessor:
                 out[ok, start + codes[ok]] = 1.0
         return out
 
+    @property
+    def all_numeric(self) -> bool:
+        """True when every input feature is numeric or boolean (``transform_matrix`` applies)."""
+        return hasattr(self, "_cat_plan") and not self._cat_plan
+
+    def transform_matrix(self, A: np.ndarray) -> np.ndarray:
+        """Fast path of ``transform`` for all-numeric inputs given as one float matrix.
+
+        ``A`` holds the input features as columns in fit order (NaN = missing); this is the
+        single-row prediction path, so it costs a few vector operations and no per-column work.
+        """
+        if not self.all_numeric:
+            raise DataError("transform_matrix needs all-numeric features; use transform")
+        if A.ndim != 2 or A.shape[1] != len(self._num_names):
+            raise DataError(f"expected a matrix with {len(self._num_names)} columns, got shape {A.shape}")
+        X = np.array(A, dtype=np.float64, order="C")  # a copy: the caller's array is never modified
+        if not self.native_missing:
+            mask = np.isnan(X)
+            if mask.any():
+                X[mask] = self._num_fill[np.nonzero(mask)[1]]
+        if self.scale:
+            X -= self._num_center
+            X /= self._num_scale
+        if not np.array_equal(self._num_pos, np.arange(len(self._num_pos))):
+            out = np.zeros((X.shape[0], self.n_features_out_), dtype=np.float64)
+            out[:, self._num_pos] = X
+            return out
+        return X
+
     def _codes(self, name: str, arr: np.ndarray) -> np.ndarray:
         """Category code of each entry; -1 for missing or unknown."""
         index = self._cat_index[name]

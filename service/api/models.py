@@ -87,9 +87,9 @@ def predict_payload(bundle, body: object, max_rows: int) -> dict:
         raise invalid(["body", field], "must be a non-empty list")
     if len(data) > max_rows:
         raise invalid(["body", field], f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS)")
-    cols = bundle.columns_from_instances(data) if instances is not None else bundle.columns_from_rows(data)
-    return bundle.predict(cols, return_proba=bool(body.get("return_proba")),
-                          return_std=bool(body.get("return_std")))
+    X = bundle.matrix_from_payload(data, field)
+    return bundle.predict_matrix(X, return_proba=bool(body.get("return_proba")),
+                                 return_std=bool(body.get("return_std")))
 
 
 @router.post("/{model_id}/predict", response_model=PredictResponse, response_model_exclude_none=True,

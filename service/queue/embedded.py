@@ -21,7 +21,7 @@ from ..storage.metadata import MetadataStore
 log = logging.getLogger("orchard.queue")
 
 
-def _worker_main(q, settings_json: str) -> None:
+def _worker_main(q, settings_json: str, ready=None) -> None:
     # BLAS threads: one per worker process, so N workers do not oversubscribe the cores
     import os
 
@@ -34,6 +34,8 @@ def _worker_main(q, settings_json: str) -> None:
 
     settings = Settings.model_validate_json(settings_json)
     meta, art = open_stores(settings)
+    if ready is not None:
+        ready.set()  # imports done: this worker starts a job in milliseconds from now on
     while True:
         job_id = q.get()
         if job_id is None:
@@ -53,6 +55,7 @@ class EmbeddedQueue:
         self._ctx = mp.get_context("spawn")
         self._q = self._ctx.Queue() if self.n > 0 else None
         self._procs: list = []
+        self._ready: list = []
         self._threads: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -65,15 +68,18 @@ class EmbeddedQueue:
             return
         payload = self.settings.model_dump_json()
         for _ in range(self.n):
-            self._procs.append(self._spawn(payload))
+            proc, ev = self._spawn(payload)
+            self._procs.append(proc)
+            self._ready.append(ev)
         self._monitor = threading.Thread(target=self._watch, args=(payload,), daemon=True,
                                          name="orchard-pool-monitor")
         self._monitor.start()
 
     def _spawn(self, payload: str):
-        p = self._ctx.Process(target=_worker_main, args=(self._q, payload), daemon=True)
+        ev = self._ctx.Event()
+        p = self._ctx.Process(target=_worker_main, args=(self._q, payload, ev), daemon=True)
         p.start()
-        return p
+        return p, ev
 
     def _watch(self, payload: str) -> None:
         while not self._stop.wait(1.0):
@@ -82,7 +88,7 @@ class EmbeddedQueue:
                     continue
                 log.warning("worker pid %s exited with code %s; restarting it", p.pid, p.exitcode)
                 self._fail_jobs_of(p.pid, p.exitcode)
-                self._procs[i] = self._spawn(payload)
+                self._procs[i], self._ready[i] = self._spawn(payload)
 
     def _fail_jobs_of(self, pid: int, exitcode) -> None:
         for job in self.meta.jobs_in(["running"]):
@@ -105,8 +111,8 @@ class EmbeddedQueue:
         return self.meta.count_jobs("queued")
 
     def ping(self) -> None:
-        if self.n and not any(p.is_alive() for p in self._procs):
-            raise RuntimeError("no worker process is alive")
+        if self.n and not any(p.is_alive() and ev.is_set() for p, ev in zip(self._procs, self._ready, strict=True)):
+            raise RuntimeError("no worker process is ready yet (starting) or alive")
 
     def shutdown(self) -> None:
         self._stop.set()

@@ -35,15 +35,48 @@ class ModelBundle:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self._index = {f["name"]: i for i, f in enumerate(self.features)}
+        self._prepare()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for k in ("_index", "_names", "_fast"):
+            state.pop(k, None)
+        return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self._prepare()
+
+    def _prepare(self) -> None:
         self._index = {f["name"]: i for i, f in enumerate(self.features)}
+        self._names = [f["name"] for f in self.features]
+        self._fast = bool(getattr(self.preprocessor, "all_numeric", False))
+
+    def matrix_from_payload(self, data: list, field: str) -> np.ndarray:
+        """The estimator's input matrix for predict ``instances`` or ``rows``.
+
+        All-numeric models take a fast path (one ``np.array`` call, one vector transform); anything the
+        fast path does not accept cleanly goes through the per-feature path, whose errors name the feature.
+        """
+        if self._fast:
+            A = None
+            try:
+                if field == "rows":
+                    A = np.array(data, dtype=np.float64)
+                else:
+                    index, names = self._index, self._names
+                    if all(type(inst) is dict and inst.keys() <= index.keys() for inst in data):
+                        A = np.array([[inst.get(n) for n in names] for inst in data], dtype=np.float64)
+            except (TypeError, ValueError):
+                A = None
+            if A is not None and A.ndim == 2 and A.shape[1] == len(self._names) and not np.isinf(A).any():
+                return self.preprocessor.transform_matrix(A)
+        cols = self.columns_from_rows(data) if field == "rows" else self.columns_from_instances(data)
+        return self.preprocessor.transform(cols)
 
     @property
     def feature_names(self) -> list[str]:
-        return [f["name"] for f in self.features]
+        return list(self._names)
 
     # -- request payload -> columns --------------------------------------------------------------
     def columns_from_instances(self, instances: list, loc_root: str = "instances") -> dict[str, np.ndarray]:
@@ -130,7 +163,9 @@ class ModelBundle:
         return self.preprocessor.transform(columns)
 
     def predict(self, columns: dict[str, np.ndarray], *, return_proba=False, return_std=False) -> dict:
-        X = self.matrix(columns)
+        return self.predict_matrix(self.matrix(columns), return_proba=return_proba, return_std=return_std)
+
+    def predict_matrix(self, X: np.ndarray, *, return_proba=False, return_std=False) -> dict:
         est = self.estimator
         out: dict[str, Any] = {}
         if self.task == "classification":

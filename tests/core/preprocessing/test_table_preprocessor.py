@@ -224,3 +224,19 @@ def test_pickle_round_trip_and_describe():
     tpr = TablePreprocessor().fit(cols, reordered)
     assert tpr.feature_names_out_ == ["member", "age"]
     assert_array_equal(tpr.transform(cols)[:, 1], [20, 30, 40, 30, 30])
+
+
+def test_transform_matrix_equals_transform_for_numeric_tables():
+    rng = np.random.default_rng(3)
+    cols = {"a": rng.normal(size=20), "b": rng.normal(size=20), "c": (rng.random(20) > 0.5).astype(float)}
+    cols["a"][[2, 5]] = np.nan
+    types = {"a": "numeric", "b": "numeric", "c": "boolean"}
+    for scale in (False, True):
+        pre = TablePreprocessor(scale=scale).fit(cols, types)
+        A = np.column_stack([cols["a"], cols["b"], cols["c"]])
+        before = A.copy()
+        np.testing.assert_array_equal(pre.transform_matrix(A), pre.transform(cols))
+        np.testing.assert_array_equal(A, before)
+    with_cat = TablePreprocessor().fit({"a": cols["a"], "k": np.array(["x", "y"] * 10, dtype=object)},
+                                       {"a": "numeric", "k": "categorical"})
+    assert not with_cat.all_numeric

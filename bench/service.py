@@ -1,0 +1,159 @@
+"""Service benchmarks (issue: service foundation).
+
+1. Single-row predict throughput and latency over HTTP for `logistic_regression` on breast_cancer, measured
+   with wrk on loopback, against a bare ASGI app (bench/_bare_asgi.py) that only decodes the JSON and runs
+   NumPy, in the same run, both served by one uvicorn process with the same options.
+2. Time from POST /v1/train to the job being `running` with an idle pool (server timestamps
+   started_at - created_at, plus the client-observed time to the first `running` poll).
+
+Usage: python bench/service.py [--duration 10] [--connections 8] [--runs 20]
+Needs `wrk` (Debian package) for part 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def start(cmd: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=30)
+
+
+def wrk(url: str, body: str, duration: int, connections: int) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
+        fh.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n')
+        fh.write(f"wrk.body = {json.dumps(body)}\n")
+        script = fh.name
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],
+                         capture_output=True, text=True, check=True).stdout
+    os.unlink(script)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def pct(p):
+        m = re.search(rf"\s{p}%\s+([\d.]+)(us|ms|s)", out)
+        v, unit = float(m.group(1)), m.group(2)
+        return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
+
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rps": rps, "p50_ms": pct(50), "p99_ms": pct(99), "errors": int(non2xx.group(1)) if non2xx else 0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
+    env["PYTHONPATH"] = str(ROOT)
+    tmp = Path(tempfile.mkdtemp())
+    port = free_port()
+    server = start([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(tmp),
+                    "--workers", "1"], env)
+    bare = None
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/health/ready")
+        c = httpx.Client(base_url=base, timeout=60)
+        cols = [f"f{j}" for j in range(data.data.shape[1])] + ["diagnosis"]
+        rows = [list(map(float, x)) + [data.target_names[t]] for x, t in zip(data.data, data.target, strict=True)]
+        ds = c.post("/v1/datasets", json={"name": "breast_cancer", "columns": cols, "rows": rows}).json()["id"]
+
+        # -- 2. train -> running latency, idle pool ------------------------------------------------
+        server_ms, client_ms = [], []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            r = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds, "target": "diagnosis"})
+            job_id = r.json()["job"]["id"]
+            while True:
+                j = c.get(f"/v1/jobs/{job_id}").json()
+                if j["status"] != "queued":
+                    client_ms.append((time.perf_counter() - t0) * 1000)
+                    break
+            while j["status"] not in ("succeeded", "failed"):
+                time.sleep(0.02)
+                j = c.get(f"/v1/jobs/{job_id}").json()
+            created = dt.datetime.fromisoformat(j["created_at"])
+            started = dt.datetime.fromisoformat(j["started_at"])
+            server_ms.append((started - created).total_seconds() * 1000)
+            mid = j["result"]["model_id"]
+        # -- 1. predict throughput --------------------------------------------------------------------
+        row = {"rows": [list(map(float, data.data[0]))]}
+        body = json.dumps(row)
+        assert c.post(f"/v1/models/{mid}/predict", json=row).status_code == 200
+        wrk(f"{base}/v1/models/{mid}/predict", body, 2, args.connections)  # warm-up
+        orchard = wrk(f"{base}/v1/models/{mid}/predict", body, args.duration, args.connections)
+        bport = free_port()
+        bare = start([sys.executable, "-m", "uvicorn", "bench._bare_asgi:app", "--port", str(bport),
+                      "--log-level", "warning", "--no-access-log"], env)
+        wait_http(f"http://127.0.0.1:{bport}/", 30)
+        wrk(f"http://127.0.0.1:{bport}/", body, 2, args.connections)
+        baseline = wrk(f"http://127.0.0.1:{bport}/", body, args.duration, args.connections)
+    finally:
+        stop(server)
+        if bare is not None:
+            stop(bare)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"# bench/service.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+          f"wrk -t1 -c{args.connections} -d{args.duration}s")
+    print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
+    print("| server | requests/s | p50 ms | p99 ms | non-2xx |")
+    print("|---|---|---|---|---|")
+    for name, r in (("orchard", orchard), ("bare ASGI + NumPy", baseline)):
+        print(f"| {name} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['errors']} |")
+    print(f"\nratio orchard / bare: {orchard['rps'] / baseline['rps']:.2f} (target >= 0.80)")
+    print(f"\n## POST /v1/train -> running, idle pool ({args.runs} runs)\n")
+    print(f"server timestamps (started_at - created_at): median {statistics.median(server_ms):.1f} ms, "
+          f"max {max(server_ms):.1f} ms (target < 100 ms)")
+    print(f"client view (POST to first non-queued poll): median {statistics.median(client_ms):.1f} ms, "
+          f"max {max(client_ms):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
