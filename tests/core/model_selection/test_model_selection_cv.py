@@ -7,7 +7,6 @@ import pickle
 import numpy as np
 import pytest
 import sklearn.metrics as skm
-from _selection_toys import LeastSquares, NearestCentroid
 from numpy.testing import assert_allclose
 from scipy import stats
 from sklearn.datasets import load_diabetes, load_iris
@@ -28,6 +27,7 @@ from core.model_selection import (
 )
 from core.params import ParamError
 from core.validation import DataError
+from tests.core.model_selection._selection_toys import LeastSquares, NearestCentroid
 
 
 def test_stratified_kfold_fold_class_counts():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _selection_toys import LeastSquares, NearestCentroid
 from numpy.testing import assert_allclose
 from sklearn.datasets import load_iris
 
@@ -23,6 +22,7 @@ from core.model_selection import (
 )
 from core.model_selection.search import expand_grid, sample_space
 from core.params import ParamError
+from tests.core.model_selection._selection_toys import LeastSquares, NearestCentroid
 
 
 def _shifted_problem(seed=0, n=150, shift=3.0):
