@@ -208,11 +208,14 @@ class TablePreprocessor:
         self._cat_plan = cat_plan
         self._cat_index = {name: {c: i for i, c in enumerate(categories[name])} for name in categories}
         self._cat_sorted = {name: np.asarray(categories[name], dtype=str) for name in categories}
-        self._cat_fallback = {
-            name: (np.nan if self.native_missing or modes[name] < 0 else float(modes[name]))
-            for name in categories
-        }
+        self._cat_fallback = {name: self._fallback_code(modes[name]) for name in categories}
         return self
+
+    def _fallback_code(self, mode: int) -> float:
+        """Code for missing/unknown categories in native mode: NaN, or the most frequent code."""
+        if self.native_missing:
+            return float("nan")
+        return float(mode) if mode >= 0 else 0.0
 
     def _numeric_stats(self, arr: np.ndarray) -> tuple[float, float, float]:
         present = arr[~np.isnan(arr)]
