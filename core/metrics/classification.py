@@ -523,6 +523,10 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
     ``drop_intermediate`` removes collinear points that do not change the plotted curve.
     """
     fps, tps, thr = _binary_clf_curve(y_true, y_score, pos_label, sample_weight)
+    return _roc_from_counts(fps, tps, thr, drop_intermediate)
+
+
+def _roc_from_counts(fps, tps, thr, drop_intermediate: bool = True):
     if drop_intermediate and len(fps) > 2:
         keep = np.flatnonzero(
             np.concatenate([[True], np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), [True]])
@@ -639,6 +643,10 @@ def precision_recall_curve(
     entry than thresholds, ending at (1, 0); recall is decreasing.
     """
     fps, tps, thr = _binary_clf_curve(y_true, y_score, pos_label, sample_weight)
+    return _pr_from_counts(fps, tps, thr, drop_intermediate)
+
+
+def _pr_from_counts(fps, tps, thr, drop_intermediate: bool = False):
     if drop_intermediate and len(fps) > 2:
         keep = np.flatnonzero(
             np.concatenate([[True], np.logical_or(np.diff(tps[:-1]), np.diff(tps[1:])), [True]])
@@ -706,23 +714,6 @@ def _downsample(n: int, max_points: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n - 1, max_points)).astype(np.intp))
 
 
-def _roc_dict(y01, score, max_points):
-    fpr, tpr, thr = roc_curve(y01, score)
-    keep = _downsample(len(fpr), max_points)
-    return {"fpr": _py_list(fpr[keep]), "tpr": _py_list(tpr[keep]), "thresholds": _py_list(thr[keep])}
-
-
-def _pr_dict(y01, score, max_points):
-    precision, recall, thr = precision_recall_curve(y01, score, pos_label=1)
-    keep = _downsample(len(precision), max_points)
-    thr_full = np.concatenate([thr, [np.nan]])  # the final (P=1, R=0) point has no threshold
-    return {
-        "precision": _py_list(precision[keep]),
-        "recall": _py_list(recall[keep]),
-        "thresholds": _py_list(thr_full[keep]),
-    }
-
-
 def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve_points: int = 200) -> dict:
     """Every classification metric the service returns from ``evaluate``, JSON-ready.
 
@@ -756,27 +747,50 @@ def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve
     else:
         labels = seen
     report: dict = {"n_samples": int(len(y_true))}
-    report["accuracy"] = accuracy_score(y_true, y_pred)
-    report["balanced_accuracy"] = balanced_accuracy_score(y_true, y_pred)
+    # one confusion matrix over every label gives all the label-based metrics (same formulas and
+    # summation order as the individual functions, so the numbers are identical)
+    k = len(labels)
+    t = _encode(y_true, labels)
+    pr = _encode(y_pred, labels)
+    cm = np.bincount(t * k + pr, minlength=k * k).reshape(k, k).astype(np.int64)
+    tp = np.diag(cm).astype(np.float64)
+    true_sum = cm.sum(axis=1).astype(np.float64)
+    pred_sum = cm.sum(axis=0).astype(np.float64)
+    report["accuracy"] = float(np.average(np.asarray(y_true == y_pred, dtype=np.float64)))
+    in_true = true_sum > 0
+    report["balanced_accuracy"] = float(np.mean(tp[in_true] / true_sum[in_true]))
     report["zero_one_loss"] = 1.0 - report["accuracy"]
+    prec = _divide(tp, pred_sum, 0.0)
+    rec = _divide(tp, true_sum, 0.0)
+    f1 = _divide(2.0 * tp, true_sum + pred_sum, 0.0)
     # averages over the labels seen in y_true or y_pred (scikit-learn's default)
-    for avg in ("macro", "micro", "weighted"):
-        p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, average=avg, zero_division=0.0)
-        report[f"precision_{avg}"] = _py(p)
-        report[f"recall_{avg}"] = _py(r)
-        report[f"f1_{avg}"] = _py(f)
-    p, r, f, s = precision_recall_fscore_support(
-        y_true, y_pred, labels=labels, average=None, zero_division=0.0
-    )
+    seen_mask = (true_sum + pred_sum) > 0
+    seen_order = np.argsort(_encode(labels[seen_mask], seen))  # averages follow sorted label order
+    ps, rs, fs, ts = (a[seen_mask][seen_order] for a in (prec, rec, f1, true_sum))
+    micro_tp, micro_true, micro_pred = tp.sum(), true_sum.sum(), pred_sum.sum()
+    averaged = {
+        "macro": (_nanaverage(ps), _nanaverage(rs), _nanaverage(fs)),
+        "micro": (
+            float(_divide(np.array([micro_tp]), np.array([micro_pred]), 0.0)[0]),
+            float(_divide(np.array([micro_tp]), np.array([micro_true]), 0.0)[0]),
+            float(_divide(np.array([2.0 * micro_tp]), np.array([micro_true + micro_pred]), 0.0)[0]),
+        ),
+        "weighted": (_nanaverage(ps, ts), _nanaverage(rs, ts), _nanaverage(fs, ts)),
+    }
+    for avg, (pa, ra, fa) in averaged.items():
+        report[f"precision_{avg}"] = _py(pa)
+        report[f"recall_{avg}"] = _py(ra)
+        report[f"f1_{avg}"] = _py(fa)
     report["per_class"] = {
-        str(lab): {"precision": _py(p[i]), "recall": _py(r[i]), "f1": _py(f[i]), "support": int(s[i])}
+        str(lab): {
+            "precision": _py(prec[i]),
+            "recall": _py(rec[i]),
+            "f1": _py(f1[i]),
+            "support": int(true_sum[i]),
+        }
         for i, lab in enumerate(labels.tolist())
     }
-    cm = confusion_matrix(y_true, y_pred, labels=labels) if np.any(_encode(y_true, labels) >= 0) else None
-    report["confusion_matrix"] = {
-        "labels": [_py(v) for v in labels.tolist()],
-        "matrix": cm.tolist() if cm is not None else [[0] * len(labels) for _ in labels],
-    }
+    report["confusion_matrix"] = {"labels": [_py(v) for v in labels.tolist()], "matrix": cm.tolist()}
     if proba is not None:
         P = np.asarray(proba, dtype=np.float64)
         if classes is None:
@@ -792,40 +806,65 @@ def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve
             notes.append("fewer than two classes; probability metrics are omitted")
         else:
             report["log_loss"] = _logloss_codes(codes, P)
-            Y = (codes[:, None] == np.arange(len(classes))[None, :]).astype(np.float64)
-            curves: dict = {"roc": {}, "precision_recall": {}}
-            if len(classes) == 2:
-                y01 = Y[:, 1]
-                if 0 < y01.sum() < len(y01):
-                    report["roc_auc"] = _binary_roc_auc(y01, P[:, 1], None)
-                    report["average_precision"] = _binary_ap(y01, P[:, 1], None)
-                    key = str(classes.tolist()[1])
-                    curves["roc"][key] = _roc_dict(y01, P[:, 1], max_curve_points)
-                    curves["precision_recall"][key] = _pr_dict(y01, P[:, 1], max_curve_points)
-                    report["positive_label"] = _py(classes.tolist()[1])
-                else:
-                    notes.append("only one class present in y_true; roc_auc is undefined")
-            else:
-                per_auc = np.array([_binary_roc_auc(Y[:, c], P[:, c], None) for c in range(len(classes))])
-                support = Y.sum(axis=0)
-                ok = ~np.isnan(per_auc)
-                if ok.all():
-                    report["roc_auc"] = float(np.mean(per_auc))
-                else:
-                    notes.append("some classes are absent from y_true; roc_auc averages the others")
-                    report["roc_auc"] = _py(float(np.mean(per_auc[ok]))) if ok.any() else None
-                report["roc_auc_weighted"] = (
-                    float(np.average(np.where(ok, per_auc, 0.0), weights=support)) if support.sum() else None
-                )
-                per_ap = np.array([_binary_ap(Y[:, c], P[:, c], None) for c in range(len(classes))])
-                report["average_precision"] = float(np.mean(per_ap[ok])) if ok.any() else None
-                for c, lab in enumerate(classes.tolist()):
-                    if ok[c]:
-                        curves["roc"][str(lab)] = _roc_dict(Y[:, c], P[:, c], max_curve_points)
-                        curves["precision_recall"][str(lab)] = _pr_dict(Y[:, c], P[:, c], max_curve_points)
-            report["curves"] = curves
+            _proba_report(report, notes, codes, P, classes, max_curve_points)
     report["notes"] = notes
     return report
+
+
+def _one_vs_rest(y01: np.ndarray, score: np.ndarray, max_points: int) -> tuple[float, float, dict, dict]:
+    """AUC, AP and the downsampled ROC / PR curves of one class from a single sort."""
+    fps, tps, thr = _binary_clf_curve(y01, score, 1)
+    fpr, tpr, rthr = _roc_from_counts(fps, tps, thr, True)
+    precision, recall, pthr = _pr_from_counts(fps, tps, thr, False)
+    roc_auc = auc(fpr, tpr)
+    ap = float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
+    keep = _downsample(len(fpr), max_points)
+    roc = {"fpr": _py_list(fpr[keep]), "tpr": _py_list(tpr[keep]), "thresholds": _py_list(rthr[keep])}
+    keep = _downsample(len(precision), max_points)
+    pthr = np.concatenate([pthr, [np.nan]])  # the final (P=1, R=0) point has no threshold
+    prc = {
+        "precision": _py_list(precision[keep]),
+        "recall": _py_list(recall[keep]),
+        "thresholds": _py_list(pthr[keep]),
+    }
+    return roc_auc, ap, roc, prc
+
+
+def _proba_report(report: dict, notes: list, codes, P, classes, max_points: int) -> None:
+    k = len(classes)
+    labels = classes.tolist()
+    curves: dict = {"roc": {}, "precision_recall": {}}
+    if k == 2:
+        y01 = (codes == 1).astype(np.float64)
+        if 0 < y01.sum() < len(y01):
+            roc_auc, ap, roc, prc = _one_vs_rest(y01, P[:, 1], max_points)
+            report["roc_auc"] = roc_auc
+            report["average_precision"] = ap
+            curves["roc"][str(labels[1])] = roc
+            curves["precision_recall"][str(labels[1])] = prc
+            report["positive_label"] = _py(labels[1])
+        else:
+            notes.append("only one class present in y_true; roc_auc is undefined")
+        report["curves"] = curves
+        return
+    per_auc = np.full(k, np.nan)
+    per_ap = np.full(k, np.nan)
+    support = np.bincount(codes, minlength=k).astype(np.float64)
+    for c in range(k):
+        if 0 < support[c] < len(codes):
+            y01 = (codes == c).astype(np.float64)
+            per_auc[c], per_ap[c], roc, prc = _one_vs_rest(y01, P[:, c], max_points)
+            curves["roc"][str(labels[c])] = roc
+            curves["precision_recall"][str(labels[c])] = prc
+    ok = ~np.isnan(per_auc)
+    if not ok.all():
+        notes.append("some classes are absent from y_true; roc_auc and average_precision average the others")
+    report["roc_auc"] = float(np.mean(per_auc[ok])) if ok.any() else None
+    report["roc_auc_weighted"] = (
+        float(np.average(np.where(ok, per_auc, 0.0), weights=support)) if ok.any() else None
+    )
+    report["average_precision"] = float(np.mean(per_ap[ok])) if ok.any() else None
+    report["curves"] = curves
 
 
 def _logloss_codes(codes: np.ndarray, P: np.ndarray) -> float:

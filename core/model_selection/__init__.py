@@ -4,7 +4,14 @@ from .feature_selection import sequential_feature_selection
 from .resampling import bias_variance_decomposition, bootstrap_estimate
 from .scoring import SCORERS, Scorer, check_scoring, get_scorer
 from .search import GridSearch, RandomSearch, grid_search, random_search
-from .split import KFold, LeaveOneOut, StratifiedKFold, bootstrap_indices, train_test_split_indices
+from .split import (
+    KFold,
+    LeaveOneOut,
+    StratifiedKFold,
+    bootstrap_indices,
+    train_test_split_indices,
+    train_val_test_split_indices,
+)
 from .validation import (
     FixedSplits,
     check_cv,
@@ -21,6 +28,7 @@ __all__ = [
     "LeaveOneOut",
     "FixedSplits",
     "train_test_split_indices",
+    "train_val_test_split_indices",
     "bootstrap_indices",
     "check_cv",
     "cross_validate",

@@ -82,13 +82,14 @@ def sequential_feature_selection(
     )
 
     def cv_score(cols: list[int], sub_ctx: FitContext) -> float:
+        cols = sorted(cols)
         res = cross_validate(
             estimator,
-            X[:, sorted(cols)],
+            X[:, cols],
             y,
             cv=folds,
             scoring=[scorer.name],
-            fit_params=fit_params,
+            fit_params=_subset_fit_params(fit_params, cols, M),
             ctx=sub_ctx,
         )
         return float(res["mean"][scorer.name])
@@ -160,3 +161,18 @@ def sequential_feature_selection(
     if names is not None:
         out["selected_names"] = [names[j] for j in current]
     return out
+
+
+def _subset_fit_params(fit_params: dict | None, cols: list[int], M: int) -> dict | None:
+    """Remap ``categorical_features`` (bool mask or column indices) to the selected columns."""
+    if not fit_params or fit_params.get("categorical_features") is None:
+        return fit_params
+    cf = np.asarray(fit_params["categorical_features"])
+    if cf.dtype == bool:
+        if cf.shape != (M,):
+            raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({M},)")
+        mask = cf
+    else:
+        mask = np.zeros(M, dtype=bool)
+        mask[cf.astype(np.intp)] = True
+    return {**fit_params, "categorical_features": mask[cols]}

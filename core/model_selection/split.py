@@ -18,6 +18,7 @@ __all__ = [
     "StratifiedKFold",
     "LeaveOneOut",
     "train_test_split_indices",
+    "train_val_test_split_indices",
     "bootstrap_indices",
 ]
 
@@ -120,6 +121,26 @@ def train_test_split_indices(n: int, test_size: float, *, stratify=None, random_
     if not len(test) or mask.sum() == 0:
         raise DataError("the hold-out split left one side empty; use more data or another test_size")
     return np.flatnonzero(mask), test
+
+
+def train_val_test_split_indices(
+    n: int, val_size: float, test_size: float, *, stratify=None, random_state=None
+):
+    """Indices ``(train, val, test)`` of a three-way hold-out (seed 000 E11), stratified when asked.
+
+    The test part is split off first (``test_size`` of ``n``), then the validation part
+    (``val_size`` of ``n``) from the rest, each with ``train_test_split_indices``.
+    """
+    if not (0.0 < val_size < 1.0 and 0.0 < test_size < 1.0 and val_size + test_size < 1.0):
+        raise DataError("val_size and test_size must be in (0, 1) with val_size + test_size < 1")
+    rng = check_random_state(random_state)
+    seeds = rng.integers(0, 2**31 - 1, size=2)
+    rest, test = train_test_split_indices(n, test_size, stratify=stratify, random_state=int(seeds[0]))
+    strat_rest = None if stratify is None else np.asarray(stratify)[rest]
+    tr, va = train_test_split_indices(
+        len(rest), val_size / (1.0 - test_size), stratify=strat_rest, random_state=int(seeds[1])
+    )
+    return rest[tr], rest[va], test
 
 
 def bootstrap_indices(n: int, rng: np.random.Generator, size: int | None = None):

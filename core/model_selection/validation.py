@@ -63,10 +63,6 @@ def check_cv(
         rs = random_state if shuffle else None
         if classifier and stratify and y is not None:
             y = column_or_1d(y)
-            _, counts = np.unique(y, return_counts=True)
-            if counts.min() < k:
-                # scikit-learn only warns here; folds without a class are legal but noisy
-                pass
             splitter = StratifiedKFold(k, shuffle=shuffle, random_state=rs)
         else:
             splitter = KFold(k, shuffle=shuffle, random_state=rs)

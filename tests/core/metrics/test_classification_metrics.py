@@ -367,3 +367,19 @@ def test_classification_report_without_proba_and_unseen_labels():
     assert "log_loss" not in rep and rep["notes"]
     assert rep["confusion_matrix"]["labels"] == ["a", "b", "z"]
     assert rep["confusion_matrix"]["matrix"] == [[1, 0, 0], [0, 1, 0], [1, 0, 0]]
+
+
+def test_classification_report_with_a_class_absent_from_the_data():
+    yt, yp, P, _ = _data(["a", "b", "c"], n=400, seed=12)
+    keep = yt != "c"
+    yt, yp, P = yt[keep], np.where(yp[keep] == "c", "a", yp[keep]), P[keep]
+    rep = M.classification_report(yt, yp, P, ["a", "b", "c"])
+    # averages follow scikit-learn (labels seen in y_true / y_pred); "c" listed with zeros
+    assert_allclose(rep["f1_macro"], skm.f1_score(yt, yp, average="macro"), **TOL)
+    assert rep["per_class"]["c"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+    assert rep["confusion_matrix"]["labels"] == ["a", "b", "c"]
+    # one-vs-rest AUC is undefined for "c": averaged over the classes present, with a note
+    per = [skm.roc_auc_score(yt == c, P[:, i]) for i, c in enumerate("ab")]
+    assert_allclose(rep["roc_auc"], np.mean(per), **TOL)
+    assert list(rep["curves"]["roc"]) == ["a", "b"] and rep["notes"]
+    assert_allclose(rep["log_loss"], skm.log_loss(yt, P, labels=["a", "b", "c"]), **TOL)

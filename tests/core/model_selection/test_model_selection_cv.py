@@ -7,7 +7,6 @@ import pickle
 import numpy as np
 import pytest
 import sklearn.metrics as skm
-from _selection_toys import LeastSquares, NearestCentroid
 from numpy.testing import assert_allclose
 from scipy import stats
 from sklearn.datasets import load_diabetes, load_iris
@@ -28,6 +27,7 @@ from core.model_selection import (
 )
 from core.params import ParamError
 from core.validation import DataError
+from tests.core.model_selection._selection_toys import LeastSquares, NearestCentroid
 
 
 def test_stratified_kfold_fold_class_counts():
@@ -247,3 +247,18 @@ def test_scorers_pickle_and_know_direction():
         s = get_scorer(name)
         assert s.greater_is_better is better
         assert pickle.loads(pickle.dumps(s)) is s
+
+
+def test_train_val_test_split_is_a_stratified_partition():
+    from core.model_selection import train_val_test_split_indices
+
+    y = np.array(["a"] * 60 + ["b"] * 30 + ["c"] * 10)
+    tr, va, te = train_val_test_split_indices(100, 0.2, 0.2, stratify=y, random_state=0)
+    assert np.array_equal(np.sort(np.concatenate([tr, va, te])), np.arange(100))
+    assert (len(tr), len(va), len(te)) == (60, 20, 20)
+    for part in (va, te):
+        assert [int((y[part] == c).sum()) for c in "abc"] == [12, 6, 2]
+    again = train_val_test_split_indices(100, 0.2, 0.2, stratify=y, random_state=0)
+    assert all(np.array_equal(a, b) for a, b in zip(again, (tr, va, te), strict=True))
+    with pytest.raises(DataError, match="val_size \\+ test_size < 1"):
+        train_val_test_split_indices(100, 0.5, 0.5)

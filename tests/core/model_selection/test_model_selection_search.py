@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _selection_toys import LeastSquares, NearestCentroid
 from numpy.testing import assert_allclose
 from sklearn.datasets import load_iris
 
@@ -23,6 +22,7 @@ from core.model_selection import (
 )
 from core.model_selection.search import expand_grid, sample_space
 from core.params import ParamError
+from tests.core.model_selection._selection_toys import LeastSquares, NearestCentroid
 
 
 def _shifted_problem(seed=0, n=150, shift=3.0):
@@ -244,3 +244,20 @@ def test_bias_variance_decomposition_squared_loss():
     Xi, yi = load_iris(return_X_y=True)
     c = bias_variance_decomposition(NearestCentroid(), Xi, yi, n_rounds=10, random_state=0)
     assert c["loss"] == "0-1" and 0 <= c["bias"] <= c["expected_loss"] + c["variance"]
+
+
+def test_selection_remaps_categorical_features():
+    from core.model_selection.feature_selection import _subset_fit_params
+
+    assert _subset_fit_params({"categorical_features": [0, 3]}, [1, 3], 4)[
+        "categorical_features"
+    ].tolist() == [
+        False,
+        True,
+    ]
+    mask = np.array([True, False, True])
+    assert _subset_fit_params({"categorical_features": mask}, [0, 1], 3)["categorical_features"].tolist() == [
+        True,
+        False,
+    ]
+    assert _subset_fit_params(None, [0], 3) is None

@@ -240,3 +240,36 @@ def test_transform_matrix_equals_transform_for_numeric_tables():
     with_cat = TablePreprocessor().fit({"a": cols["a"], "k": np.array(["x", "y"] * 10, dtype=object)},
                                        {"a": "numeric", "k": "categorical"})
     assert not with_cat.all_numeric
+
+
+def test_lists_scalars_and_all_missing_categorical():
+    cols, types = _table()
+    tp = TablePreprocessor(native_categorical=True).fit(cols, types)
+    row_scalars = {"age": 20.0, "color": "red", "member": 1.0, "size": "S"}
+    row_lists = {"age": [20.0], "color": ["red"], "member": [1.0], "size": ["S"]}
+    X = tp.transform(cols)
+    assert_array_equal(tp.transform(row_scalars), X[:1])
+    assert_array_equal(tp.transform(row_lists), X[:1])
+    assert_array_equal(tp.transform({k: list(v) for k, v in cols.items()}), X)
+    empty = {"e": np.array([None, None, NAN], dtype=object), "x": np.array([1.0, 2.0, 3.0])}
+    t2 = {"e": "categorical", "x": "numeric"}
+    assert TablePreprocessor().fit(empty, t2).feature_names_out_ == ["x"]
+    assert_array_equal(
+        TablePreprocessor(native_categorical=True).fit(empty, t2).transform(empty)[:, 0], [0, 0, 0]
+    )
+    nm = TablePreprocessor(native_categorical=True, native_missing=True).fit(empty, t2)
+    assert np.isnan(nm.transform(empty)[:, 0]).all()
+
+
+def test_label_encoder_round_trip():
+    from core.preprocessing import LabelEncoder
+
+    le = LabelEncoder().fit(["b", "a", "c", "a"])
+    assert le.classes_.tolist() == ["a", "b", "c"]
+    assert le.transform(["c", "a"]).tolist() == [2, 0]
+    assert le.inverse_transform([1, 2]).tolist() == ["b", "c"]
+    assert LabelEncoder().fit_transform([3, 1, 3]).tolist() == [1, 0, 1]
+    with pytest.raises(DataError, match="label 'z' was not seen at fit"):
+        le.transform(["a", "z"])
+    le2 = pickle.loads(pickle.dumps(le))
+    assert le2.transform(["b"]).tolist() == [1]
