@@ -302,7 +302,6 @@ class TablePreprocessor:
                 out[ok, start + codes[ok]] = 1.0
         return out
 
-<<<<<<< HEAD
     @property
     def all_numeric(self) -> bool:
         """True when every input feature is numeric or boolean (``transform_matrix`` applies)."""
@@ -331,7 +330,7 @@ class TablePreprocessor:
             out[:, self._num_pos] = X
             return out
         return X
-=======
+
     def _n_rows(self, columns) -> int:
         for name in self.feature_names_in_:
             if name not in columns:
@@ -352,7 +351,6 @@ class TablePreprocessor:
         if _is_missing(v):
             return -1
         return index.get(str(v), -1)
->>>>>>> evaluation
 
     def _codes(self, name: str, arr: np.ndarray) -> np.ndarray:
         """Category code of each entry; -1 for missing or unknown."""
