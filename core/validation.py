@@ -64,7 +64,7 @@ def check_array(
             raise DataError(f"{name} has {arr.shape[1]} features; at least {min_features} required")
     if arr.shape[0] < min_samples:
         raise DataError(f"{name} has {arr.shape[0]} samples; at least {min_samples} required")
-    if dtype is not None and np.issubdtype(arr.dtype, np.floating):
+    if arr.dtype.kind == "f":
         if allow_nan:
             if np.isinf(arr).any():
                 raise DataError(f"{name} contains infinity")

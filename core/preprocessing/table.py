@@ -325,7 +325,10 @@ class TablePreprocessor:
         if self.scale:
             X -= self._num_center
             X /= self._num_scale
-        if not np.array_equal(self._num_pos, np.arange(len(self._num_pos))):
+        identity = self.__dict__.get("_num_identity")
+        if identity is None:  # numeric features fill the output in order: no scatter needed
+            identity = self._num_identity = bool(np.array_equal(self._num_pos, np.arange(len(self._num_pos))))
+        if not identity:
             out = np.zeros((X.shape[0], self.n_features_out_), dtype=np.float64)
             out[:, self._num_pos] = X
             return out
