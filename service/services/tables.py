@@ -130,32 +130,57 @@ def check_header(header: Sequence[str], loc) -> list[str]:
 # chunk-level inference and conversion (text values)
 # ----------------------------------------------------------------------------------------------
 class _Inference:
-    """Per-column running type inference over chunks of strings."""
+    """One column's running type inference over chunks of strings, keeping converted chunks.
+
+    A column is numeric while every present value parses as a float, boolean while every present
+    value is a true/false token, categorical otherwise.  Converted chunks are kept for the types still
+    possible (floats; 0/1; chunk-local category codes), so the file is parsed once.  A column that
+    stops being numeric or boolean after some chunks is re-read in a second pass (``needs_reread``).
+    """
 
     def __init__(self, forced: str | None):
         self.forced = forced
         self.can_numeric = forced in (None, "numeric")
         self.can_boolean = forced in (None, "boolean")
         self.categories: set[str] = set()
-        self.first_bad: str | None = None
+        self.num_chunks: list[np.ndarray] = []
+        self.bool_chunks: list[np.ndarray] = []
+        self.cat_chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (local vocab, local codes)
+        self.needs_reread = False
 
     def update(self, vals: np.ndarray, missing: np.ndarray) -> None:
         present = vals[~missing]
-        if not len(present):
-            return
+        n_chunks_before = len(self.num_chunks) + len(self.bool_chunks) + len(self.cat_chunks)
         if self.can_numeric:
             try:
                 f = present.astype(np.float64)
+            except ValueError:
+                self.can_numeric = False
+                self.num_chunks = []
+            else:
                 if np.isinf(f).any():
                     bad = present[np.isinf(f)][0]
                     raise Invalid(f"a numeric value is infinite ({bad!r}); use a finite number or leave it empty")
-            except ValueError:
-                self.can_numeric = False
+                out = np.full(len(vals), np.nan)
+                out[~missing] = f
+                self.num_chunks.append(out)
         if self.can_boolean:
-            if not np.isin(present, TRUE_TOKENS + FALSE_TOKENS).all():
+            if np.isin(present, TRUE_TOKENS + FALSE_TOKENS).all():
+                out = np.full(len(vals), np.nan)
+                out[~missing] = np.isin(present, TRUE_TOKENS)
+                self.bool_chunks.append(out)
+            else:
                 self.can_boolean = False
+                self.bool_chunks = []
         if not self.can_numeric and not self.can_boolean:
-            self.categories.update(np.unique(present).tolist())
+            if n_chunks_before and not self.cat_chunks and self.forced is None:
+                self.needs_reread = True  # earlier chunks were kept as numbers or booleans only
+            if not self.needs_reread:
+                vocab, codes = np.unique(present, return_inverse=True)
+                local = np.full(len(vals), -1, dtype=np.int32)
+                local[~missing] = codes
+                self.cat_chunks.append((vocab, local))
+            self.categories.update(np.unique(present).tolist() if self.needs_reread else vocab.tolist())
 
     def final_type(self, name: str) -> str:
         if self.forced == "numeric" and not self.can_numeric:
@@ -171,6 +196,21 @@ class _Inference:
             return "boolean"
         return "categorical"
 
+    def values(self, typ: str, cats: list[str]) -> np.ndarray:
+        if typ == "numeric":
+            return np.concatenate(self.num_chunks)
+        if typ == "boolean":
+            return np.concatenate(self.bool_chunks)
+        index = np.array(cats, dtype=str)
+        parts = []
+        for vocab, local in self.cat_chunks:
+            remap = np.searchsorted(index, vocab).astype(np.int32) if len(vocab) else np.zeros(0, np.int32)
+            part = np.full(len(local), -1, dtype=np.int32)
+            ok = local >= 0
+            part[ok] = remap[local[ok]]
+            parts.append(part)
+        return np.concatenate(parts)
+
 
 def _chunk_arrays(rows: list[list[str]], width: int) -> list[np.ndarray]:
     cols = list(zip(*rows, strict=True)) if rows else [() for _ in range(width)]
@@ -180,23 +220,6 @@ def _chunk_arrays(rows: list[list[str]], width: int) -> list[np.ndarray]:
 def _missing_mask(vals: np.ndarray) -> np.ndarray:
     stripped = np.char.strip(vals) if vals.size and vals.dtype.itemsize <= 64 else vals
     return np.isin(stripped, MISSING_TOKENS)
-
-
-def _convert(vals: np.ndarray, missing: np.ndarray, typ: str, cat_index: np.ndarray | None):
-    if typ == "numeric":
-        out = np.full(len(vals), np.nan)
-        out[~missing] = vals[~missing].astype(np.float64)
-        return out
-    if typ == "boolean":
-        out = np.full(len(vals), np.nan)
-        present = vals[~missing]
-        out[~missing] = np.isin(present, TRUE_TOKENS).astype(np.float64)
-        return out
-    codes = np.full(len(vals), -1, dtype=np.int32)
-    present = vals[~missing]
-    if len(present):
-        codes[~missing] = np.searchsorted(cat_index, present).astype(np.int32)
-    return codes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,7 +260,11 @@ def _chunks(path, header_len: int) -> Iterator[list[list[str]]]:
 
 
 def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> list[Column]:
-    """Parse a CSV file (header row required) into typed columns; 422 on any defect."""
+    """Parse a CSV file (header row required) into typed columns; 422 on any defect.
+
+    One pass in chunks of rows; only columns whose type changed part-way (numbers, then text) are
+    read a second time.
+    """
     forced_types = dict(forced_types or {})
     rows_iter = _csv_rows(path, [])
     try:
@@ -249,6 +276,9 @@ def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> list[
     check_forced(forced_types, names, ["query", "types"])
     width = len(names)
     inf = [_Inference(forced_types.get(n)) for n in names]
+    for j, n in enumerate(names):  # a forced categorical column never tries the other types
+        if forced_types.get(n) == "categorical":
+            inf[j].can_numeric = inf[j].can_boolean = False
     n_rows = 0
     for chunk in _chunks(path, width):
         n_rows += len(chunk)
@@ -260,25 +290,26 @@ def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> list[
     if n_rows == 0:
         raise invalid(["body"], "the CSV has a header but no data rows")
     types = [inf[j].final_type(n) for j, n in enumerate(names)]
-    cats = [sorted(inf[j].categories) if t == "categorical" else [] for j, t in enumerate(types)]
-    cat_index = [np.array(c, dtype=str) if c else np.array([], dtype=str) for c in cats]
-    # categorical columns forced on numeric-looking text: collect vocab in pass 2 instead
-    need_vocab = [t == "categorical" and not inf[j].categories for j, t in enumerate(types)]
-    if any(need_vocab):
+    reread = [j for j in range(width) if types[j] == "categorical" and inf[j].needs_reread]
+    if reread:
+        for j in reread:
+            inf[j].cat_chunks = []
+            inf[j].categories = set()
         for chunk in _chunks(path, width):
             arrays = _chunk_arrays(chunk, width)
-            for j in np.flatnonzero(need_vocab):
+            for j in reread:
                 vals = arrays[j]
-                inf[j].categories.update(np.unique(vals[~_missing_mask(vals)]).tolist())
-        cats = [sorted(inf[j].categories) if t == "categorical" else [] for j, t in enumerate(types)]
-        cat_index = [np.array(c, dtype=str) for c in cats]
-    parts: list[list[np.ndarray]] = [[] for _ in names]
-    for chunk in _chunks(path, width):
-        for j, vals in enumerate(_chunk_arrays(chunk, width)):
-            parts[j].append(_convert(vals, _missing_mask(vals), types[j], cat_index[j]))
-    return [
-        Column(n, types[j], np.concatenate(parts[j]), cats[j]) for j, n in enumerate(names)
-    ]
+                missing = _missing_mask(vals)
+                vocab, codes = np.unique(vals[~missing], return_inverse=True)
+                local = np.full(len(vals), -1, dtype=np.int32)
+                local[~missing] = codes
+                inf[j].cat_chunks.append((vocab, local))
+                inf[j].categories.update(vocab.tolist())
+    out = []
+    for j, n in enumerate(names):
+        cats = sorted(inf[j].categories) if types[j] == "categorical" else []
+        out.append(Column(n, types[j], inf[j].values(types[j], cats), cats))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
