@@ -118,8 +118,9 @@ def lipschitz_sq(X, sw=None, n_iter: int = 30, seed: int = 0) -> float:
     return lam * 1.01
 
 
-def class_weight_vector(class_weight, classes, codes) -> np.ndarray:
-    """Per-class weights: None -> ones; "balanced" -> n / (k * bincount); dict label -> weight.
+def class_weight_vector(class_weight, classes, codes, sample_weight=None) -> np.ndarray:
+    """Per-class weights: None -> ones; "balanced" -> n / (k * bincount) (sample-weighted
+    counts when ``sample_weight`` is given, as sklearn); dict label -> weight.
 
     Dict keys may be the labels themselves or their string form (JSON keys are strings).
     """
@@ -127,8 +128,9 @@ def class_weight_vector(class_weight, classes, codes) -> np.ndarray:
     if class_weight is None:
         return np.ones(k)
     if isinstance(class_weight, str):  # "balanced"
-        counts = np.bincount(codes, minlength=k).astype(float)
-        return len(codes) / (k * np.maximum(counts, 1.0))
+        sw = np.ones(len(codes)) if sample_weight is None else sample_weight
+        counts = np.bincount(codes, weights=sw, minlength=k)
+        return float(sw.sum()) / (k * np.maximum(counts, 1e-300))
     from ..params import ParamError
 
     out = np.ones(k)

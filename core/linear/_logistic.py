@@ -81,6 +81,7 @@ class _Problem:
         if fit_intercept:
             mask[:, -1] = 0.0
         self.mask = mask.ravel()
+        self.fit_intercept = fit_intercept
         if multinomial:
             Y = np.zeros((n, k))
             Y[np.arange(n), codes] = 1.0
@@ -113,17 +114,13 @@ class _Problem:
         X, s, S = self.X, self.s, self.S
         W = theta.reshape(self.k, self.q)
         if self.multinomial:
+            # H = sum_i s_i (diag(p_i) - p_i p_i^T) (x) x_i x_i^T  =  blockdiag_a(X^T S P_a X) - B^T B
             k, q = self.k, self.q
             P = softmax(X @ W.T, axis=1)
-            H = np.empty((k, q, k, q))
+            B = (P[:, :, None] * X[:, None, :]).reshape(X.shape[0], k * q) * np.sqrt(s / S)[:, None]
+            H = -(B.T @ B)
             for a in range(k):
-                for b in range(a, k):
-                    c = s * (P[:, a] * ((a == b) - P[:, b]))
-                    blk = (X * c[:, None]).T @ X / S
-                    H[a, :, b, :] = blk
-                    if b != a:
-                        H[b, :, a, :] = blk.T
-            H = H.reshape(k * q, k * q)
+                H[a * q : (a + 1) * q, a * q : (a + 1) * q] += (X * (s * P[:, a] / S)[:, None]).T @ X
         else:
             pz = expit(X @ W[0])
             H = (X * (s * pz * (1.0 - pz))[:, None]).T @ X / S
@@ -156,9 +153,20 @@ def _newton(prob, theta0, p, ctx):
         if float(np.max(np.abs(g))) <= p["tol"]:
             break
         H = prob.hessian(theta)
+        if prob.multinomial:
+            # the softmax is invariant to adding one vector to every class (the
+            # unpenalised intercepts always, all weights without a penalty): H is
+            # singular along U = 1_K (x) e_j and g is orthogonal to U, so solving
+            # (H + c U U^T) d = -g gives the minimum-norm Newton step by Cholesky
+            k, q = prob.k, prob.q
+            Hs = H.reshape(k, q, k, q)
+            c = float(np.mean(np.diag(H))) or 1.0
+            free = np.arange(q) if prob.l2 == 0.0 else np.array([q - 1] if prob.fit_intercept else [], int)
+            for j in free:
+                Hs[:, j, :, j] += c / k
         try:
-            c = linalg.cho_factor(H, check_finite=False)
-            d = -linalg.cho_solve(c, g, check_finite=False)
+            cf = linalg.cho_factor(H, check_finite=False)
+            d = -linalg.cho_solve(cf, g, check_finite=False)
         except linalg.LinAlgError:
             d = -linalg.lstsq(H, g, check_finite=False)[0]
         slope = float(g @ d)
@@ -260,6 +268,12 @@ def fit_logistic(X, codes, s, k_classes, multinomial, p, rng, ctx=NULL_CONTEXT):
     else:
         theta, n_iter = _sgd(prob, theta0, p, l1_scaled, rng, ctx)
     W = theta.reshape(rows, Xa.shape[1])
+    if multinomial:
+        # fix the softmax's free shift: intercepts sum to zero (and, unpenalised, the weights too)
+        if fit_intercept:
+            W[:, -1] -= W[:, -1].mean()
+        if l2 == 0.0 and l1 == 0.0:
+            W[:, : X.shape[1]] -= W[:, : X.shape[1]].mean(axis=0)
     if fit_intercept:
         return W[:, :-1].copy(), W[:, -1].copy(), n_iter
     return W.copy(), np.zeros(rows), n_iter
@@ -292,7 +306,7 @@ class LogisticModel(Classifier):
         classes, codes = self._encode_targets(y)
         k = len(classes)
         sw = check_sample_weight(sample_weight, X.shape[0])
-        s = sw * class_weight_vector(p["class_weight"], classes, codes)[codes]
+        s = sw * class_weight_vector(p["class_weight"], classes, codes, sw)[codes]
         rng = check_random_state(p["random_state"])
         mode = self._multi_class(p, k)
         if mode == "ovr":
