@@ -39,7 +39,8 @@ def test_binary_loss_gradient_match_finite_differences():
                         for e in np.eye(len(th))])
         np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-8)
         H = prob.hessian(th)
-        numH = np.array([(prob.grad(th + eps * e) - prob.grad(th - eps * e)) / (2 * eps) for e in np.eye(len(th))])
+        numH = np.array([(prob.grad(th + eps * e) - prob.grad(th - eps * e)) / (2 * eps)
+                         for e in np.eye(len(th))])
         np.testing.assert_allclose(H, numH, rtol=1e-5, atol=1e-7)
 
 
@@ -81,7 +82,8 @@ def test_l2_coefficients_match_sklearn(loader, C):
     ours = LR(C=C, tol=1e-10, max_iter=5000).fit(X, y)
     ref = SkLogistic(C=C, tol=1e-10, max_iter=5000).fit(X, y)
     np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-4, atol=1e-4 * np.abs(ref.coef_).max())
-    np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=1e-4, atol=1e-4 * np.abs(ref.coef_).max())
+    tol = 1e-4 * np.abs(ref.coef_).max()
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=1e-4, atol=tol)
     np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
 
 
