@@ -35,8 +35,14 @@ def center_data(X, y, sw, fit_intercept: bool):
 
 
 def solve_lstsq(X, y):
-    """Minimum-norm least squares via SVD (``scipy.linalg.lstsq``, gelsd); rank-deficient safe."""
-    coef, _, rank, sing = linalg.lstsq(X, y, lapack_driver="gelsd", check_finite=False)
+    """Minimum-norm least squares via SVD (``scipy.linalg.lstsq``, gelsd); rank-deficient safe.
+
+    Singular values below ``eps * max(n, p) * s_max`` count as zero (numpy's rcond);
+    scipy's default cutoff keeps round-off singular values (~1e-15) and then
+    returns a visibly worse fit on exactly rank-deficient designs.
+    """
+    cond = np.finfo(float).eps * max(X.shape)
+    coef, _, rank, sing = linalg.lstsq(X, y, cond=cond, lapack_driver="gelsd", check_finite=False)
     return coef, int(rank), sing
 
 

@@ -28,7 +28,7 @@ H d = -g with the exact Hessian, Cholesky, backtracking line search; seed 004 §
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from ..base import Classifier
@@ -37,7 +37,7 @@ from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state
 from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
 from ._common import class_weight_vector, lipschitz_sq
-from ._optim import accelerated_gradient, minibatch_sgd, soft_threshold
+from ._optim import accelerated_gradient, cholesky_direction, minibatch_sgd, newton_minimize, soft_threshold
 
 LOGISTIC_PARAMS = {
     "penalty": Choice("l2", choices=("l2", "none", "l1", "elasticnet"), doc="Regulariser of the weights."),
@@ -145,13 +145,9 @@ def _lbfgs(prob, theta0, p, ctx):
 
 
 def _newton(prob, theta0, p, ctx):
-    """Damped Newton / IRLS with an Armijo backtracking line search."""
-    theta = theta0.copy()
-    f, g = prob.loss_grad(theta)
-    n_iter = 0
-    for n_iter in range(1, p["max_iter"] + 1):
-        if float(np.max(np.abs(g))) <= p["tol"]:
-            break
+    """Newton / IRLS on F with the exact Hessian (see ``_optim.newton_minimize``)."""
+
+    def direction(theta, g):
         H = prob.hessian(theta)
         if prob.multinomial:
             # the softmax is invariant to adding one vector to every class (the
@@ -164,26 +160,9 @@ def _newton(prob, theta0, p, ctx):
             free = np.arange(q) if prob.l2 == 0.0 else np.array([q - 1] if prob.fit_intercept else [], int)
             for j in free:
                 Hs[:, j, :, j] += c / k
-        try:
-            cf = linalg.cho_factor(H, check_finite=False)
-            d = -linalg.cho_solve(cf, g, check_finite=False)
-        except linalg.LinAlgError:
-            d = -linalg.lstsq(H, g, check_finite=False)[0]
-        slope = float(g @ d)
-        if slope >= 0:  # not a descent direction (numerically singular H): use the gradient
-            d, slope = -g, -float(g @ g)
-        t = 1.0
-        while True:
-            f_new, g_new = prob.loss_grad(theta + t * d)
-            if f_new <= f + 1e-4 * t * slope or t < 1e-10:
-                break
-            t *= 0.5
-        theta = theta + t * d
-        f_prev, f, g = f, f_new, g_new
-        ctx.step(n_iter, p["max_iter"], loss=f)
-        if abs(f_prev - f) <= 1e-15 * max(1.0, abs(f)) and t < 1e-10:
-            break
-    return theta, n_iter
+        return cholesky_direction(H, g)
+
+    return newton_minimize(prob.loss_grad, direction, theta0, max_iter=p["max_iter"], tol=p["tol"], ctx=ctx)
 
 
 def _smoothness(prob, p):
