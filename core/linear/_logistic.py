@@ -82,6 +82,7 @@ class _Problem:
             mask[:, -1] = 0.0
         self.mask = mask.ravel()
         self.fit_intercept = fit_intercept
+        self.rows = np.arange(n)
         if multinomial:
             Y = np.zeros((n, k))
             Y[np.arange(n), codes] = 1.0
@@ -96,10 +97,14 @@ class _Problem:
         pen = 0.5 * self.l2 * float(mw @ mw)
         if self.multinomial:
             Z = X @ W.T
-            lse = logsumexp(Z, axis=1)
-            loss = float(s @ (lse - np.sum(Z * self.Y, axis=1))) / S
-            P = np.exp(Z - lse[:, None])
-            G = ((P - self.Y) * s[:, None]).T @ X / S
+            zmax = Z.max(axis=1, keepdims=True)
+            E = np.exp(Z - zmax)
+            sumE = E.sum(axis=1, keepdims=True)
+            lse = (zmax + np.log(sumE))[:, 0]  # log-sum-exp, shifted by the row maximum
+            loss = float(s @ (lse - Z[self.rows, self.codes])) / S
+            E /= sumE  # probabilities
+            E -= self.Y
+            G = (E * s[:, None]).T @ X / S
         else:
             z = X @ W[0]
             # log(1 + e^z) - y z = -log_expit(z) + (1 - y) z ... written stably:

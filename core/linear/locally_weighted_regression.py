@@ -75,8 +75,9 @@ class LocallyWeightedRegression(Regressor):
         else:
             Z = np.broadcast_to(X, (Q.shape[0],) + X.shape)
         ZW = Z * W[:, :, None]
-        A = np.einsum("qni,qnj->qij", ZW, Z, optimize=True)
-        b = ZW.transpose(0, 2, 1) @ y  # (q, k)
+        ZWt = ZW.transpose(0, 2, 1)
+        A = ZWt @ Z  # (q, k, k)
+        b = ZWt @ y  # (q, k)
         k = A.shape[1]
         ridge = self.params_["alpha"] * np.ones(k)
         if fit_intercept:

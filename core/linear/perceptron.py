@@ -147,14 +147,12 @@ class Perceptron(Classifier):
         if self.multi_class_ == "ovr":
             return Z
         k = len(self.classes_)
-        votes = np.zeros((X.shape[0], k))
-        conf = np.zeros((X.shape[0], k))
-        a, c = self.pairs_[:, 0], self.pairs_[:, 1]
-        win_a = (Z > 0).astype(float)
-        np.add.at(votes.T, a, win_a.T)
-        np.add.at(votes.T, c, (1.0 - win_a).T)
-        np.add.at(conf.T, a, Z.T)
-        np.add.at(conf.T, c, -Z.T)
+        A = np.zeros((len(self.pairs_), k))  # +1 for the pair's first class, -1 for its second
+        A[np.arange(len(self.pairs_)), self.pairs_[:, 0]] = 1.0
+        A[np.arange(len(self.pairs_)), self.pairs_[:, 1]] = -1.0
+        win = (Z > 0).astype(float)
+        votes = win @ (A > 0) + (1.0 - win) @ (A < 0)
+        conf = Z @ A
         return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
     def predict(self, X):
