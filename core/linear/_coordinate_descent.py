@@ -183,6 +183,7 @@ class CoordinateDescentRegressor(Regressor):
             Xc, yc, p["alpha"] * l1_ratio * n, p["alpha"] * (1.0 - l1_ratio) * n,
             w0=w0, max_iter=p["max_iter"], tol=p["tol"], rng=rng, selection=p["selection"], ctx=ctx,
         )
+        ctx.step(1, 1)
         self.coef_ = w
         self.intercept_ = float(y_mean - x_mean @ w)
         self.dual_gap_ = gap / n
