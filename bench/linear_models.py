@@ -136,6 +136,62 @@ def bench_predict(number):
     return rows
 
 
+def parity():
+    """Cross-validated accuracy / R^2 of ours vs sklearn on the same folds (not a timing)."""
+    from core.model_selection.split import KFold, StratifiedKFold
+
+    print("\n### Parity (5-fold CV, same folds; standardised features)\n")
+    print("| model | dataset | ours | sklearn | diff |")
+    print("|---|---|---:|---:|---:|")
+    cls_cases = [
+        ("logistic_regression lbfgs", lambda: registry.get("logistic_regression")(),
+         lambda: sk.LogisticRegression(max_iter=1000)),
+        ("logistic_regression newton", lambda: registry.get("logistic_regression")(solver="newton"),
+         lambda: sk.LogisticRegression(max_iter=1000)),
+        ("softmax_regression", lambda: registry.get("softmax_regression")(),
+         lambda: sk.LogisticRegression(max_iter=1000)),
+        ("perceptron (no shuffle)", lambda: registry.get("perceptron")(shuffle=False),
+         lambda: sk.Perceptron(shuffle=False)),
+        ("perceptron ovo (no shuffle)", lambda: registry.get("perceptron")(multi_class="ovo", shuffle=False),
+         lambda: OneVsOneClassifier(sk.Perceptron(shuffle=False))),
+        ("least_squares_classifier", lambda: registry.get("least_squares_classifier")(alpha=1.0),
+         lambda: sk.RidgeClassifier(alpha=1.0)),
+    ]
+    from sklearn.datasets import load_iris, load_wine
+
+    for loader in (load_iris, load_wine, load_breast_cancer, load_digits):
+        X, y = loader(return_X_y=True)
+        X = np.nan_to_num(StandardScaler().fit_transform(X))
+        folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
+        for label, mk_o, mk_s in cls_cases:
+            a = np.mean([np.mean(mk_o().fit(X[tr], y[tr]).predict(X[te]) == y[te]) for tr, te in folds])
+            b = np.mean([np.mean(mk_s().fit(X[tr], y[tr]).predict(X[te]) == y[te]) for tr, te in folds])
+            print(f"| {label} | {loader.__name__[5:]} | {a:.4f} | {b:.4f} | {100 * (a - b):+.2f} pp |")
+    X, y = load_diabetes(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    folds = list(KFold(5, shuffle=True, random_state=0).split(X))
+    reg_cases = [
+        ("linear_regression", lambda: registry.get("linear_regression")(), sk.LinearRegression),
+        ("ridge_regression alpha=1", lambda: registry.get("ridge_regression")(), sk.Ridge),
+        ("lasso_regression alpha=1", lambda: registry.get("lasso_regression")(), sk.Lasso),
+        ("elastic_net alpha=0.1", lambda: registry.get("elastic_net")(alpha=0.1),
+         lambda: sk.ElasticNet(alpha=0.1)),
+        ("bayesian_linear_regression", lambda: registry.get("bayesian_linear_regression")(),
+         sk.BayesianRidge),
+        ("poisson_regression alpha=0.01", lambda: registry.get("poisson_regression")(alpha=0.01),
+         lambda: sk.PoissonRegressor(alpha=0.01)),
+    ]
+
+    def r2(m, Xt, yt):
+        pred = m.predict(Xt)
+        return 1 - np.sum((yt - pred) ** 2) / np.sum((yt - yt.mean()) ** 2)
+
+    for label, mk_o, mk_s in reg_cases:
+        a = np.mean([r2(mk_o().fit(X[tr], y[tr]), X[te], y[te]) for tr, te in folds])
+        b = np.mean([r2(mk_s().fit(X[tr], y[tr]), X[te], y[te]) for tr, te in folds])
+        print(f"| {label} (R^2) | diabetes | {a:.4f} | {b:.4f} | {a - b:+.4f} |")
+
+
 def fmt_table(title, rows, unit, scale):
     print(f"\n### {title}\n")
     print(f"| case | ours ({unit}) | sklearn ({unit}) | ratio ours/sklearn | note |")
@@ -150,6 +206,7 @@ def fmt_table(title, rows, unit, scale):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--parity", action="store_true", help="also print CV parity figures")
     args = ap.parse_args()
     n, p = (5000, 100) if args.quick else (20000, 200)
     repeat = 2 if args.quick else 3
@@ -157,6 +214,8 @@ def main():
     fmt_table("Coordinate descent (fit)", bench_cd(n, p, repeat), "ms", 1e3)
     fmt_table("Logistic regression (fit)", bench_logistic(repeat), "ms", 1e3)
     fmt_table("Single-row predict", bench_predict(200 if args.quick else 1000), "us", 1e6)
+    if args.parity:
+        parity()
 
 
 if __name__ == "__main__":
