@@ -171,3 +171,5 @@ def test_cv_accuracy_parity(loader, n):
     assert abs(a - b) <= 0.01
     a, b = _cv_accuracy(lambda: LR(solver="newton"), lambda: SkLogistic(max_iter=1000), X, y)
     assert abs(a - b) <= 0.01
+    a, b = _cv_accuracy(lambda: Softmax(), lambda: SkLogistic(max_iter=1000), X, y)
+    assert abs(a - b) <= 0.01
