@@ -35,8 +35,14 @@ def center_data(X, y, sw, fit_intercept: bool):
 
 
 def solve_lstsq(X, y):
-    """Minimum-norm least squares via SVD (``scipy.linalg.lstsq``, gelsd); rank-deficient safe."""
-    coef, _, rank, sing = linalg.lstsq(X, y, lapack_driver="gelsd", check_finite=False)
+    """Minimum-norm least squares via SVD (``scipy.linalg.lstsq``, gelsd); rank-deficient safe.
+
+    Singular values below ``eps * max(n, p) * s_max`` count as zero (numpy's rcond);
+    scipy's default cutoff keeps round-off singular values (~1e-15) and then
+    returns a visibly worse fit on exactly rank-deficient designs.
+    """
+    cond = np.finfo(float).eps * max(X.shape)
+    coef, _, rank, sing = linalg.lstsq(X, y, cond=cond, lapack_driver="gelsd", check_finite=False)
     return coef, int(rank), sing
 
 
@@ -118,8 +124,9 @@ def lipschitz_sq(X, sw=None, n_iter: int = 30, seed: int = 0) -> float:
     return lam * 1.01
 
 
-def class_weight_vector(class_weight, classes, codes) -> np.ndarray:
-    """Per-class weights: None -> ones; "balanced" -> n / (k * bincount); dict label -> weight.
+def class_weight_vector(class_weight, classes, codes, sample_weight=None) -> np.ndarray:
+    """Per-class weights: None -> ones; "balanced" -> n / (k * bincount) (sample-weighted
+    counts when ``sample_weight`` is given, as sklearn); dict label -> weight.
 
     Dict keys may be the labels themselves or their string form (JSON keys are strings).
     """
@@ -127,8 +134,9 @@ def class_weight_vector(class_weight, classes, codes) -> np.ndarray:
     if class_weight is None:
         return np.ones(k)
     if isinstance(class_weight, str):  # "balanced"
-        counts = np.bincount(codes, minlength=k).astype(float)
-        return len(codes) / (k * np.maximum(counts, 1.0))
+        sw = np.ones(len(codes)) if sample_weight is None else sample_weight
+        counts = np.bincount(codes, weights=sw, minlength=k)
+        return float(sw.sum()) / (k * np.maximum(counts, 1e-300))
     from ..params import ParamError
 
     out = np.ones(k)

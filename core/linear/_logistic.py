@@ -28,7 +28,7 @@ H d = -g with the exact Hessian, Cholesky, backtracking line search; seed 004 §
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from ..base import Classifier
@@ -37,7 +37,7 @@ from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state
 from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
 from ._common import class_weight_vector, lipschitz_sq
-from ._optim import accelerated_gradient, minibatch_sgd, soft_threshold
+from ._optim import accelerated_gradient, cholesky_direction, minibatch_sgd, newton_minimize, soft_threshold
 
 LOGISTIC_PARAMS = {
     "penalty": Choice("l2", choices=("l2", "none", "l1", "elasticnet"), doc="Regulariser of the weights."),
@@ -81,6 +81,8 @@ class _Problem:
         if fit_intercept:
             mask[:, -1] = 0.0
         self.mask = mask.ravel()
+        self.fit_intercept = fit_intercept
+        self.rows = np.arange(n)
         if multinomial:
             Y = np.zeros((n, k))
             Y[np.arange(n), codes] = 1.0
@@ -95,10 +97,14 @@ class _Problem:
         pen = 0.5 * self.l2 * float(mw @ mw)
         if self.multinomial:
             Z = X @ W.T
-            lse = logsumexp(Z, axis=1)
-            loss = float(s @ (lse - np.sum(Z * self.Y, axis=1))) / S
-            P = np.exp(Z - lse[:, None])
-            G = ((P - self.Y) * s[:, None]).T @ X / S
+            zmax = Z.max(axis=1, keepdims=True)
+            E = np.exp(Z - zmax)
+            sumE = E.sum(axis=1, keepdims=True)
+            lse = (zmax + np.log(sumE))[:, 0]  # log-sum-exp, shifted by the row maximum
+            loss = float(s @ (lse - Z[self.rows, self.codes])) / S
+            E /= sumE  # probabilities
+            E -= self.Y
+            G = (E * s[:, None]).T @ X / S
         else:
             z = X @ W[0]
             # log(1 + e^z) - y z = -log_expit(z) + (1 - y) z ... written stably:
@@ -113,17 +119,13 @@ class _Problem:
         X, s, S = self.X, self.s, self.S
         W = theta.reshape(self.k, self.q)
         if self.multinomial:
+            # H = sum_i s_i (diag(p_i) - p_i p_i^T) (x) x_i x_i^T  =  blockdiag_a(X^T S P_a X) - B^T B
             k, q = self.k, self.q
             P = softmax(X @ W.T, axis=1)
-            H = np.empty((k, q, k, q))
+            B = (P[:, :, None] * X[:, None, :]).reshape(X.shape[0], k * q) * np.sqrt(s / S)[:, None]
+            H = -(B.T @ B)
             for a in range(k):
-                for b in range(a, k):
-                    c = s * (P[:, a] * ((a == b) - P[:, b]))
-                    blk = (X * c[:, None]).T @ X / S
-                    H[a, :, b, :] = blk
-                    if b != a:
-                        H[b, :, a, :] = blk.T
-            H = H.reshape(k * q, k * q)
+                H[a * q : (a + 1) * q, a * q : (a + 1) * q] += (X * (s * P[:, a] / S)[:, None]).T @ X
         else:
             pz = expit(X @ W[0])
             H = (X * (s * pz * (1.0 - pz))[:, None]).T @ X / S
@@ -148,34 +150,24 @@ def _lbfgs(prob, theta0, p, ctx):
 
 
 def _newton(prob, theta0, p, ctx):
-    """Damped Newton / IRLS with an Armijo backtracking line search."""
-    theta = theta0.copy()
-    f, g = prob.loss_grad(theta)
-    n_iter = 0
-    for n_iter in range(1, p["max_iter"] + 1):
-        if float(np.max(np.abs(g))) <= p["tol"]:
-            break
+    """Newton / IRLS on F with the exact Hessian (see ``_optim.newton_minimize``)."""
+
+    def direction(theta, g):
         H = prob.hessian(theta)
-        try:
-            c = linalg.cho_factor(H, check_finite=False)
-            d = -linalg.cho_solve(c, g, check_finite=False)
-        except linalg.LinAlgError:
-            d = -linalg.lstsq(H, g, check_finite=False)[0]
-        slope = float(g @ d)
-        if slope >= 0:  # not a descent direction (numerically singular H): use the gradient
-            d, slope = -g, -float(g @ g)
-        t = 1.0
-        while True:
-            f_new, g_new = prob.loss_grad(theta + t * d)
-            if f_new <= f + 1e-4 * t * slope or t < 1e-10:
-                break
-            t *= 0.5
-        theta = theta + t * d
-        f_prev, f, g = f, f_new, g_new
-        ctx.step(n_iter, p["max_iter"], loss=f)
-        if abs(f_prev - f) <= 1e-15 * max(1.0, abs(f)) and t < 1e-10:
-            break
-    return theta, n_iter
+        if prob.multinomial:
+            # the softmax is invariant to adding one vector to every class (the
+            # unpenalised intercepts always, all weights without a penalty): H is
+            # singular along U = 1_K (x) e_j and g is orthogonal to U, so solving
+            # (H + c U U^T) d = -g gives the minimum-norm Newton step by Cholesky
+            k, q = prob.k, prob.q
+            Hs = H.reshape(k, q, k, q)
+            c = float(np.mean(np.diag(H))) or 1.0
+            free = np.arange(q) if prob.l2 == 0.0 else np.array([q - 1] if prob.fit_intercept else [], int)
+            for j in free:
+                Hs[:, j, :, j] += c / k
+        return cholesky_direction(H, g)
+
+    return newton_minimize(prob.loss_grad, direction, theta0, max_iter=p["max_iter"], tol=p["tol"], ctx=ctx)
 
 
 def _smoothness(prob, p):
@@ -260,6 +252,12 @@ def fit_logistic(X, codes, s, k_classes, multinomial, p, rng, ctx=NULL_CONTEXT):
     else:
         theta, n_iter = _sgd(prob, theta0, p, l1_scaled, rng, ctx)
     W = theta.reshape(rows, Xa.shape[1])
+    if multinomial:
+        # fix the softmax's free shift: intercepts sum to zero (and, unpenalised, the weights too)
+        if fit_intercept:
+            W[:, -1] -= W[:, -1].mean()
+        if l2 == 0.0 and l1 == 0.0:
+            W[:, : X.shape[1]] -= W[:, : X.shape[1]].mean(axis=0)
     if fit_intercept:
         return W[:, :-1].copy(), W[:, -1].copy(), n_iter
     return W.copy(), np.zeros(rows), n_iter
@@ -292,7 +290,7 @@ class LogisticModel(Classifier):
         classes, codes = self._encode_targets(y)
         k = len(classes)
         sw = check_sample_weight(sample_weight, X.shape[0])
-        s = sw * class_weight_vector(p["class_weight"], classes, codes)[codes]
+        s = sw * class_weight_vector(p["class_weight"], classes, codes, sw)[codes]
         rng = check_random_state(p["random_state"])
         mode = self._multi_class(p, k)
         if mode == "ovr":

@@ -15,10 +15,13 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy import linalg
 
 from ..context import NULL_CONTEXT
 
-__all__ = ["accelerated_gradient", "minibatch_sgd", "soft_threshold"]
+__all__ = [
+    "accelerated_gradient", "minibatch_sgd", "soft_threshold", "newton_minimize", "cholesky_direction",
+]
 
 
 def soft_threshold(z, t):
@@ -105,3 +108,50 @@ def minibatch_sgd(
         if epoch > 1 and change <= tol * max(1.0, float(np.max(np.abs(avg))) if avg.size else 0.0):
             break
     return avg, epoch
+
+
+def newton_minimize(loss_grad, direction, x0, *, max_iter=100, tol=1e-4, ctx=NULL_CONTEXT):
+    """Damped Newton: ``d = direction(x, g)`` (solves H d = -g), Armijo backtracking line search.
+
+    Stops when max|g| <= tol.  Near the optimum, where the loss no longer changes
+    beyond rounding, a full step that does not raise the loss by more than
+    rounding and reduces the gradient is accepted.  Returns ``(x, n_iter)``.
+    """
+    x = x0.copy()
+    f, g = loss_grad(x)
+    n_iter = 0
+    for it in range(1, max_iter + 1):
+        g_max = float(np.max(np.abs(g))) if g.size else 0.0
+        if g_max <= tol:
+            break
+        n_iter = it
+        d = direction(x, g)
+        slope = float(g @ d)
+        if not np.isfinite(slope) or slope >= 0:  # not a descent direction: fall back to the gradient
+            d, slope = -g, -float(g @ g)
+        t = 1.0
+        round_off = 64 * np.finfo(float).eps * max(1.0, abs(f))
+        while True:
+            f_new, g_new = loss_grad(x + t * d)
+            if f_new <= f + 1e-4 * t * slope:
+                break
+            if t == 1.0 and f_new <= f + round_off and np.max(np.abs(g_new)) < g_max:
+                break
+            if t < 1e-10:
+                break
+            t *= 0.5
+        if t < 1e-10 and f_new > f:
+            break  # no progress possible
+        x = x + t * d
+        f, g = f_new, g_new
+        ctx.step(it, max_iter, loss=f)
+    return x, n_iter
+
+
+def cholesky_direction(H, g):
+    """Newton direction -H^{-1} g by Cholesky; least squares when H is singular."""
+    try:
+        cf = linalg.cho_factor(H, check_finite=False)
+        return -linalg.cho_solve(cf, g, check_finite=False)
+    except linalg.LinAlgError:
+        return -linalg.lstsq(H, g, check_finite=False)[0]

@@ -67,11 +67,11 @@ class BasisExpansion:
             combos = [
                 c for deg in range(1, self.degree + 1) for c in combinations_with_replacement(range(d), deg)
             ]
-            self.powers_ = np.zeros((len(combos), d), dtype=np.int64)
+            # each monomial as `degree` column indices, padded with index d (a column of ones)
+            idx = np.full((len(combos), self.degree), d, dtype=np.intp)
             for i, c in enumerate(combos):
-                for j in c:
-                    self.powers_[i, j] += 1
-            # degree-1 block first: it is exactly X
+                idx[i, : len(c)] = c
+            self.index_ = idx
             self.n_output_ = len(combos)
         elif self.kind == "gaussian_rbf":
             rng = check_random_state(random_state)
@@ -115,15 +115,8 @@ class BasisExpansion:
         if kind == "polynomial":
             if self.degree == 1:
                 return X
-            # products of columns; powers_ rows are monomials
-            out = np.ones((X.shape[0], self.powers_.shape[0]))
-            for j in range(X.shape[1]):
-                pj = self.powers_[:, j]
-                for p in range(1, int(pj.max(initial=0)) + 1):
-                    cols = pj == p
-                    if cols.any():
-                        out[:, cols] *= (X[:, j] ** p)[:, None]
-            return out
+            Xp = np.hstack([X, np.ones((X.shape[0], 1))])
+            return np.prod(Xp[:, self.index_], axis=2)
         if kind == "gaussian_rbf":
             sq = np.sum(X**2, axis=1)[:, None] + self._c_sq[None, :] - 2.0 * (X @ self.centers_.T)
             np.maximum(sq, 0.0, out=sq)

@@ -6,7 +6,8 @@ Euclidean norm).  The weighted normal equations
 
     (Z^T W Z + alpha D) theta = Z^T W y,     Z = [1, X - x]
 
-are built and solved for a batch of queries at once (stacked ``np.linalg.solve``).
+are built per query (one BLAS product each) and solved for a batch of queries at
+once (stacked ``np.linalg.solve``); the weights of a batch come from one matrix product.
 Centring the design on the query makes the prediction the local intercept and
 keeps the systems well conditioned.  ``alpha`` is a tiny ridge on the slopes only
 (0 gives the exact weighted least-squares solution; systems that are still
@@ -25,7 +26,7 @@ from ..params import Bool, Float
 from ..registry import register
 from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
 
-_CHUNK_ELEMS = 2_000_000  # queries * n_train * (d + 1) per batch
+_CHUNK_ELEMS = 4_000_000  # queries * n_train per batch (weight matrix size)
 
 
 @register
@@ -69,15 +70,22 @@ class LocallyWeightedRegression(Regressor):
         X, y = self.X_fit_, self.y_fit_
         W = self._weights(Q)  # (q, n)
         fit_intercept = self.params_["fit_intercept"]
+        n, d = X.shape
+        k = d + 1 if fit_intercept else d
+        A = np.empty((Q.shape[0], k, k))
+        b = np.empty((Q.shape[0], k))
+        Z = np.empty((n, k))
         if fit_intercept:
-            D = X[None, :, :] - Q[:, None, :]  # (q, n, d)
-            Z = np.concatenate([np.ones(D.shape[:2] + (1,)), D], axis=2)
+            Z[:, 0] = 1.0
         else:
-            Z = np.broadcast_to(X, (Q.shape[0],) + X.shape)
-        ZW = Z * W[:, :, None]
-        A = np.einsum("qni,qnj->qij", ZW, Z, optimize=True)
-        b = ZW.transpose(0, 2, 1) @ y  # (q, k)
-        k = A.shape[1]
+            Z[:] = X
+        # one (k x n) @ (n x k) BLAS product per query beats a stacked 3-d matmul here
+        for i in range(Q.shape[0]):
+            if fit_intercept:
+                np.subtract(X, Q[i], out=Z[:, 1:])
+            ZWt = (Z * W[i][:, None]).T
+            A[i] = ZWt @ Z
+            b[i] = ZWt @ y
         ridge = self.params_["alpha"] * np.ones(k)
         if fit_intercept:
             ridge[0] = 0.0
@@ -97,7 +105,7 @@ class LocallyWeightedRegression(Regressor):
         X = check_array(X)
         check_n_features(self, X)
         n, d = self.X_fit_.shape
-        step = max(1, _CHUNK_ELEMS // max(1, n * (d + 1)))
+        step = max(1, _CHUNK_ELEMS // max(1, n))
         if X.shape[0] <= step:
             return self._predict_chunk(X)
         return np.concatenate([self._predict_chunk(X[i : i + step]) for i in range(0, X.shape[0], step)])

@@ -127,6 +127,12 @@ class Perceptron(Classifier):
                 T[codes == c, j] = -1.0
         W, b, n_iter = _train_perceptrons(X, T, sw, p, rng, ctx)
         ctx.step(1, 1)
+        if pairs is not None:
+            A = np.zeros((len(pairs), k))
+            A[np.arange(len(pairs)), pairs[:, 0]] = 1.0
+            A[np.arange(len(pairs)), pairs[:, 1]] = -1.0
+            self.pair_matrix_ = A
+            self._pos, self._neg = (A > 0).astype(float), (A < 0).astype(float)
         self.classes_ = classes
         self.coef_ = W
         self.intercept_ = b
@@ -146,15 +152,10 @@ class Perceptron(Classifier):
             return Z[:, 0]
         if self.multi_class_ == "ovr":
             return Z
-        k = len(self.classes_)
-        votes = np.zeros((X.shape[0], k))
-        conf = np.zeros((X.shape[0], k))
-        a, c = self.pairs_[:, 0], self.pairs_[:, 1]
-        win_a = (Z > 0).astype(float)
-        np.add.at(votes.T, a, win_a.T)
-        np.add.at(votes.T, c, (1.0 - win_a).T)
-        np.add.at(conf.T, a, Z.T)
-        np.add.at(conf.T, c, -Z.T)
+        A = self.pair_matrix_  # +1 for the pair's first class, -1 for its second
+        win = (Z > 0).astype(float)
+        votes = win @ self._pos + (1.0 - win) @ self._neg
+        conf = Z @ A
         return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
     def predict(self, X):

@@ -15,7 +15,7 @@ squares).  ``solver='lbfgs'`` uses scipy's L-BFGS-B on the same objective.
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 from scipy.special import xlogy
 
 from ..base import Regressor
@@ -30,6 +30,7 @@ from ..validation import (
     check_sample_weight,
     check_X_y,
 )
+from ._optim import cholesky_direction, newton_minimize
 
 _ETA_MAX = 700.0
 
@@ -99,30 +100,14 @@ class PoissonRegression(Regressor):
             )
             theta, n_iter = res.x, int(res.nit)
         else:
-            f, g = loss_grad(theta)
-            for n_iter in range(1, max_iter + 1):
-                if float(np.max(np.abs(g))) <= tol:
-                    n_iter -= 1
-                    break
+
+            def direction(theta, g):
                 mu = np.exp(np.minimum(Xa @ theta, _ETA_MAX))
                 H = (Xa * (sw * mu)[:, None]).T @ Xa / S
                 H[np.diag_indices_from(H)] += alpha * mask
-                try:
-                    d = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), g, check_finite=False)
-                except linalg.LinAlgError:
-                    d = -linalg.lstsq(H, g, check_finite=False)[0]
-                slope = float(g @ d)
-                if slope >= 0:
-                    d, slope = -g, -float(g @ g)
-                t = 1.0
-                while True:
-                    f_new, g_new = loss_grad(theta + t * d)
-                    if f_new <= f + 1e-4 * t * slope or t < 1e-10:
-                        break
-                    t *= 0.5
-                theta = theta + t * d
-                f, g = f_new, g_new
-                ctx.step(n_iter, max_iter, loss=f)
+                return cholesky_direction(H, g)
+
+            theta, n_iter = newton_minimize(loss_grad, direction, theta, max_iter=max_iter, tol=tol, ctx=ctx)
         ctx.step(1, 1)
         self.coef_ = theta[:-1].copy() if fit_intercept else theta.copy()
         self.intercept_ = float(theta[-1]) if fit_intercept else 0.0
