@@ -38,7 +38,7 @@ from ..validation import (
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
 from .pegasos import pegasos
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
-from .smo import KernelRows, solve_smo
+from .smo import KernelRows, solve_smo, solve_smo_batch
 
 __all__ = ["SVMClassifier"]
 
@@ -93,20 +93,23 @@ class SVMClassifier(Classifier):
         if solver == "smo" and 8.0 * n * n <= p["cache_size"] * 1e6:
             K_full = kernel(X)
         fitter = _Fitter(X, s, p, kernel, K_full, rng)
-        share = 1.0 / n_prob
-        models = []
-        probA, probB = [], []
-        for q, (idx, yb) in enumerate(problems):
-            sub = ctx.child(q * share, (q + 1) * share)
-            fit_ctx = sub.child(0.0, 1.0 / 6.0) if p["probability"] else sub
-            model = fitter.fit(idx, yb, fit_ctx)
-            models.append(model)
-            if p["probability"]:
-                dec = fitter.cv_decision(idx, yb, sub.child(1.0 / 6.0, 1.0))
-                A, B = sigmoid_train(dec, yb)
-                probA.append(A)
-                probB.append(B)
-            sub.step(1, 1, problem=q + 1, n_problems=n_prob)
+        if K_full is not None and (n_prob > 1 or p["probability"]):
+            models, probA, probB = fitter.fit_batched(problems, ctx)
+        else:
+            share = 1.0 / n_prob
+            models = []
+            probA, probB = [], []
+            for q, (idx, yb) in enumerate(problems):
+                sub = ctx.child(q * share, (q + 1) * share)
+                fit_ctx = sub.child(0.0, 1.0 / 6.0) if p["probability"] else sub
+                model = fitter.fit(idx, yb, fit_ctx)
+                models.append(model)
+                if p["probability"]:
+                    dec = fitter.cv_decision(idx, yb, sub.child(1.0 / 6.0, 1.0))
+                    A, B = sigmoid_train(dec, yb)
+                    probA.append(A)
+                    probB.append(B)
+                sub.step(1, 1, problem=q + 1, n_problems=n_prob)
 
         # ---- assemble fitted attributes ----
         if solver == "pegasos":
@@ -239,6 +242,54 @@ class _Fitter:
                            rng=self.rng, ctx=ctx)
         rows = KernelRows(self.kernel, self.X, p["cache_size"], K_full=self.K_full, index=idx)
         return solve_smo(rows, yb, -np.ones(len(idx)), Cvec, tol=p["tol"], max_iter=p["max_iter"], ctx=ctx)
+
+    def fit_batched(self, problems, ctx, n_folds=5):
+        """All binary problems (and, with probability, their CV fits) by the batched SMO."""
+        p, K = self.p, self.K_full
+        probability = p["probability"]
+        main_ctx = ctx.child(0.0, 1.0 / 6.0) if probability else ctx
+        spec = [(idx, yb, p["C"] * self.s[idx]) for idx, yb in problems]
+        models = solve_smo_batch(K, spec, tol=p["tol"], max_iter=p["max_iter"], cache_mb=p["cache_size"],
+                                 ctx=main_ctx)
+        main_ctx.step(1, 1)
+        if not probability:
+            return models, [], []
+        decs = [np.zeros(len(idx)) for idx, _ in problems]
+        folds = []
+        for idx, yb in problems:
+            m = len(idx)
+            perm = self.rng.permutation(m)
+            folds.append([(perm[f * m // n_folds:(f + 1) * m // n_folds],
+                           np.concatenate([perm[: f * m // n_folds], perm[(f + 1) * m // n_folds:]]))
+                          for f in range(n_folds)])
+        for f in range(n_folds):
+            fctx = ctx.child((1 + 5 * f / n_folds) / 6.0, (1 + 5 * (f + 1) / n_folds) / 6.0)
+            batch, where = [], []
+            for q, (idx, yb) in enumerate(problems):
+                test, train = folds[q][f]
+                ytr = yb[train]
+                npos = int((ytr > 0).sum())
+                if npos == 0 or npos == len(train):
+                    decs[q][test] = 1.0 if npos > 0 else -1.0
+                    continue
+                batch.append((idx[train], ytr, p["C"] * self.s[idx[train]]))
+                where.append((q, test, train))
+            if batch:
+                res = solve_smo_batch(K, batch, tol=p["tol"], max_iter=p["max_iter"],
+                                      cache_mb=p["cache_size"], ctx=fctx)
+                for (q, test, train), model in zip(where, res, strict=True):
+                    idx, yb = problems[q]
+                    coef = yb[train] * model.alpha
+                    nz = coef != 0
+                    Kt = K[np.ix_(idx[test], idx[train][nz])]
+                    decs[q][test] = Kt @ coef[nz] - model.rho
+            fctx.step(1, 1)
+        probA, probB = [], []
+        for q, (_, yb) in enumerate(problems):
+            A, B = sigmoid_train(decs[q], yb)
+            probA.append(A)
+            probB.append(B)
+        return models, probA, probB
 
     def cv_decision(self, idx, yb, ctx, n_folds=5):
         """Decision values of each sample from a model trained without its fold (LIBSVM's
