@@ -168,7 +168,7 @@ class SVMClassifier(Classifier):
         return self._kernel(X, self.support_vectors_) @ self._W.T + self.intercept_
 
     def decision_function(self, X) -> np.ndarray:
-        """f(x) per binary problem; shape (n,) for two classes, (n, k) for 'ovr' shape, (n, k(k-1)/2) for 'ovo'."""
+        """f(x) per binary problem: (n,) for two classes, (n, k) for 'ovr', (n, k(k-1)/2) for 'ovo'."""
         dec = self._raw_decision(X)
         if self._strategy == "binary":
             return dec[:, 0]
@@ -197,7 +197,7 @@ class SVMClassifier(Classifier):
         """Platt-scaled probabilities (needs ``probability=True``), columns in ``classes_`` order."""
         if hasattr(self, "classes_") and not self._probability:
             raise NotFittedError(
-                "predict_proba needs probability=True at fit time (Platt scaling); refit with probability=True"
+                "predict_proba needs probability=True at fit time (Platt scaling); refit with it"
             )
         dec = self._raw_decision(X)
         P = sigmoid_predict(dec, self.probA_, self.probB_)
@@ -256,7 +256,7 @@ class _Fitter:
             return models, [], []
         decs = [np.zeros(len(idx)) for idx, _ in problems]
         folds = []
-        for idx, yb in problems:
+        for idx, _ in problems:
             m = len(idx)
             perm = self.rng.permutation(m)
             folds.append([(perm[f * m // n_folds:(f + 1) * m // n_folds],

@@ -1,4 +1,4 @@
-"""kernel_ridge_regression: dual ridge (seed 001 §5.1.2, notes/001.md A22) vs sklearn KernelRidge and primal ridge."""
+"""kernel_ridge_regression: dual ridge (seed 001 §5.1.2, notes/001.md A22) vs KernelRidge and primal ridge."""
 
 from __future__ import annotations
 
@@ -18,8 +18,14 @@ def _diabetes():
 
 @pytest.mark.parametrize(
     "kw",
-    [{"kernel": "linear"}, {"kernel": "rbf", "gamma": 0.1}, {"kernel": "rbf"}, {"kernel": "poly", "degree": 2},
-     {"kernel": "sigmoid", "gamma": 0.01, "coef0": 0.5}, {"kernel": "laplacian", "gamma": 0.05}],
+    [
+        {"kernel": "linear"},
+        {"kernel": "rbf", "gamma": 0.1},
+        {"kernel": "rbf"},
+        {"kernel": "poly", "degree": 2},
+        {"kernel": "sigmoid", "gamma": 0.01, "coef0": 0.5},
+        {"kernel": "laplacian", "gamma": 0.05},
+    ],
     ids=str,
 )
 def test_dual_coef_and_predictions_equal_sklearn(kw):
@@ -36,7 +42,9 @@ def test_r2_parity_rbf_on_diabetes():
     X, y = _diabetes()
     ours_r2, ref_r2 = [], []
     for tr, te in KFold(5, shuffle=True, random_state=1).split(X):
-        ours_r2.append(KernelRidgeRegression(alpha=1.0, kernel="rbf", gamma=0.02).fit(X[tr], y[tr]).score(X[te], y[te]))
+        ours_r2.append(
+            KernelRidgeRegression(alpha=1.0, kernel="rbf", gamma=0.02).fit(X[tr], y[tr]).score(X[te], y[te])
+        )
         ref_r2.append(KernelRidge(alpha=1.0, kernel="rbf", gamma=0.02).fit(X[tr], y[tr]).score(X[te], y[te]))
     assert abs(np.mean(ours_r2) - np.mean(ref_r2)) <= 0.02
     assert np.mean(ours_r2) > 0.4
@@ -75,5 +83,6 @@ def test_composite_kernel():
     X, y = _diabetes()
     m = KernelRidgeRegression(alpha=1.0, kernel="rbf+linear", gamma=0.05).fit(X, y)
     ref = KernelRidge(alpha=1.0, kernel="precomputed").fit(
-        np.exp(-0.05 * ((X[:, None] - X[None]) ** 2).sum(-1)) + X @ X.T, y)
+        np.exp(-0.05 * ((X[:, None] - X[None]) ** 2).sum(-1)) + X @ X.T, y
+    )
     np.testing.assert_allclose(m.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-6)

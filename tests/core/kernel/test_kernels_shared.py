@@ -1,4 +1,4 @@
-"""core/kernels.py: seed identities (notes/000.md W7), PSD closure, expression parsing, GP kernel gradients."""
+"""core/kernels.py: seed identities (notes/000.md W7), PSD closure, parsing, GP kernel gradients."""
 
 from __future__ import annotations
 
@@ -66,8 +66,17 @@ def test_w7_cosine_normalised_linear_is_0_983870():
 
 # ---- PSD closure (seed 000 l.2540-2612) ---------------------------------------------------------
 PSD_EXPRESSIONS = [
-    "linear", "poly", "rbf", "laplacian", "rbf+linear", "rbf*poly", "0.5*rbf + 2*linear",
-    "cosine(poly)", "cosine(rbf+linear)", "(rbf + linear) * poly", "rbf*rbf*laplacian",
+    "linear",
+    "poly",
+    "rbf",
+    "laplacian",
+    "rbf+linear",
+    "rbf*poly",
+    "0.5*rbf + 2*linear",
+    "cosine(poly)",
+    "cosine(rbf+linear)",
+    "(rbf + linear) * poly",
+    "rbf*rbf*laplacian",
     {"sum": [{"name": "rbf", "gamma": 0.3}, {"scale": 3.0, "kernel": {"name": "poly", "degree": 2}}]},
 ]
 
@@ -111,9 +120,13 @@ def test_against_sklearn_pairwise_kernels():
 
     rng = np.random.default_rng(4)
     X, Y = rng.normal(size=(8, 3)), rng.normal(size=(5, 3))
-    for name, kw in [("linear", {}), ("poly", {"gamma": 0.4, "degree": 3, "coef0": 1.0}),
-                     ("rbf", {"gamma": 0.4}), ("sigmoid", {"gamma": 0.1, "coef0": 0.3}),
-                     ("laplacian", {"gamma": 0.4})]:
+    for name, kw in [
+        ("linear", {}),
+        ("poly", {"gamma": 0.4, "degree": 3, "coef0": 1.0}),
+        ("rbf", {"gamma": 0.4}),
+        ("sigmoid", {"gamma": 0.1, "coef0": 0.3}),
+        ("laplacian", {"gamma": 0.4}),
+    ]:
         ours = build_kernel({"name": name, **kw})(X, Y)
         np.testing.assert_allclose(ours, pairwise_kernels(X, Y, metric=name, **kw), rtol=1e-10, atol=1e-12)
 
@@ -129,22 +142,43 @@ def test_gamma_scale_auto():
 def test_existing_helpers_unchanged():
     X = np.random.default_rng(6).normal(size=(4, 3))
     np.testing.assert_allclose(squared_euclidean(X, X), ((X[:, None] - X[None]) ** 2).sum(-1), atol=1e-12)
-    np.testing.assert_allclose(kernel_diag(X, kernel="poly", gamma=1, degree=2, coef0=1),
-                               np.diag(kernel_matrix(X, kernel="poly", gamma=1, degree=2, coef0=1)))
+    np.testing.assert_allclose(
+        kernel_diag(X, kernel="poly", gamma=1, degree=2, coef0=1),
+        np.diag(kernel_matrix(X, kernel="poly", gamma=1, degree=2, coef0=1)),
+    )
 
 
 # ---- parsing ---------------------------------------------------------------------------------
 def test_parse_canonical_trees():
     assert parse_kernel("rbf") == {"name": "rbf"}
     assert parse_kernel("rbf+linear") == {"sum": [{"name": "rbf"}, {"name": "linear"}]}
-    assert parse_kernel("2*rbf*poly") == {"scale": 2.0, "kernel": {"product": [{"name": "rbf"}, {"name": "poly"}]}}
+    assert parse_kernel("2*rbf*poly") == {
+        "scale": 2.0,
+        "kernel": {"product": [{"name": "rbf"}, {"name": "poly"}]},
+    }
     assert parse_kernel("cosine(poly)") == {"cosine": {"name": "poly"}}
     assert parse_kernel({"name": "RBF", "gamma": 0.5}) == {"name": "rbf", "gamma": 0.5}
 
 
-@pytest.mark.parametrize("bad", ["", "rbf+", "foo", "rbf**2", "2", "-1*rbf", "cosine(rbf", "rbf)",
-                                 {"sum": []}, {"name": "linear", "gamma": 1.0}, {"name": "rbf", "gamma": -1},
-                                 {"scale": 0, "kernel": "rbf"}, {"what": 1}, 3])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "rbf+",
+        "foo",
+        "rbf**2",
+        "2",
+        "-1*rbf",
+        "cosine(rbf",
+        "rbf)",
+        {"sum": []},
+        {"name": "linear", "gamma": 1.0},
+        {"name": "rbf", "gamma": -1},
+        {"scale": 0, "kernel": "rbf"},
+        {"what": 1},
+        3,
+    ],
+)
 def test_spec_rejects_bad_kernels_naming_the_param(bad):
     with pytest.raises(ParamError) as info:
         KernelSpec().validate(bad, "kernel")
@@ -161,8 +195,19 @@ def test_gp_spec():
 
 # ---- GP kernels: analytic gradients vs finite differences ------------------------------------------
 GP_CASES = [
-    "rbf", "constant", "white", "linear", "poly", "constant*rbf + white", "rbf*linear + poly",
-    {"product": [{"name": "constant", "constant_value": 2.0}, {"name": "rbf", "length_scale": [0.5, 2.0, 1.0]}]},
+    "rbf",
+    "constant",
+    "white",
+    "linear",
+    "poly",
+    "constant*rbf + white",
+    "rbf*linear + poly",
+    {
+        "product": [
+            {"name": "constant", "constant_value": 2.0},
+            {"name": "rbf", "length_scale": [0.5, 2.0, 1.0]},
+        ]
+    },
     {"sum": [{"name": "rbf", "length_scale": 0.7, "length_scale_bounds": "fixed"}, {"name": "white"}]},
 ]
 
@@ -192,7 +237,10 @@ def test_gp_kernels_match_sklearn():
     X = np.random.default_rng(8).normal(size=(5, 2))
     Y = np.random.default_rng(9).normal(size=(4, 2))
     pairs = [
-        (GPConstant(2.0) * GPRBF(1.5) + GPWhite(0.3), skk.ConstantKernel(2.0) * skk.RBF(1.5) + skk.WhiteKernel(0.3)),
+        (
+            GPConstant(2.0) * GPRBF(1.5) + GPWhite(0.3),
+            skk.ConstantKernel(2.0) * skk.RBF(1.5) + skk.WhiteKernel(0.3),
+        ),
         (GPLinear(0.7), skk.DotProduct(0.7)),
         (GPPoly(0.7, degree=3), skk.DotProduct(0.7) ** 3),
     ]
@@ -201,8 +249,9 @@ def test_gp_kernels_match_sklearn():
         np.testing.assert_allclose(ours(X, Y), ref(X, Y), rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(ours.diag(X), ref.diag(X), rtol=1e-12)
         np.testing.assert_allclose(ours.theta, ref.theta, rtol=1e-12)
-        np.testing.assert_allclose(ours(X, eval_gradient=True)[1], ref(X, eval_gradient=True)[1], rtol=1e-10,
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            ours(X, eval_gradient=True)[1], ref(X, eval_gradient=True)[1], rtol=1e-10, atol=1e-12
+        )
 
 
 def test_cosine_kernel_object():

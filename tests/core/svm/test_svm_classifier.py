@@ -44,8 +44,13 @@ def test_hard_margin_on_separable_data(kernel):
     assert free.any()
     np.testing.assert_allclose(yf[clf.support_][free], 1.0, atol=1e-3)
     # non-support vectors have no influence: refitting on the SVs only gives the same function
-    clf2 = SVMClassifier(C=1e6, kernel=kernel, tol=1e-5, coef0=1.0, gamma=clf._kernel.__dict__.get("gamma", 1.0)
-                         if kernel != "linear" else "scale").fit(X[clf.support_], y[clf.support_])
+    clf2 = SVMClassifier(
+        C=1e6,
+        kernel=kernel,
+        tol=1e-5,
+        coef0=1.0,
+        gamma=clf._kernel.__dict__.get("gamma", 1.0) if kernel != "linear" else "scale",
+    ).fit(X[clf.support_], y[clf.support_])
     np.testing.assert_allclose(clf2.decision_function(X), clf.decision_function(X), atol=5e-3)
 
 
@@ -211,8 +216,12 @@ def test_string_labels_and_composite_kernels():
     X, y = datasets.load_iris(return_X_y=True)
     X = (X - X.mean(0)) / X.std(0)
     labels = np.array(["setosa", "versicolor", "virginica"])[y]
-    for kernel in ["rbf+linear", "0.5*rbf*poly", "cosine(poly)", {"sum": [{"name": "rbf", "gamma": 0.1},
-                                                                         {"name": "linear"}]}]:
+    for kernel in [
+        "rbf+linear",
+        "0.5*rbf*poly",
+        "cosine(poly)",
+        {"sum": [{"name": "rbf", "gamma": 0.1}, {"name": "linear"}]},
+    ]:
         clf = SVMClassifier(kernel=kernel, coef0=1.0).fit(X, labels)
         assert set(clf.predict(X)) <= set(labels)
         assert clf.score(X, labels) > 0.9
@@ -268,7 +277,9 @@ def test_pegasos_parity_with_linear_svc(data):
     ours_acc, ref_acc = [], []
     for tr, te in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y):
         Xtr, Xte = _standardise(X[tr], X[te])
-        ours = SVMClassifier(kernel="linear", solver="pegasos", multi_class="ovr", random_state=0).fit(Xtr, y[tr])
+        ours = SVMClassifier(kernel="linear", solver="pegasos", multi_class="ovr", random_state=0).fit(
+            Xtr, y[tr]
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ref = LinearSVC(loss="hinge", max_iter=20000).fit(Xtr, y[tr])
