@@ -98,6 +98,26 @@ def resolve_gamma(gamma, X: np.ndarray) -> float:
     return float(gamma)
 
 
+def _rbf(X, Y, gamma, block=512):
+    """exp(-gamma ||x - y||^2), computed in row blocks in place (cache-friendly, no big temporaries)."""
+    same = X is Y
+    xx = np.einsum("ij,ij->i", X, X) * gamma
+    yy = xx if same else np.einsum("ij,ij->i", Y, Y) * gamma
+    K = np.empty((X.shape[0], Y.shape[0]))
+    for s in range(0, X.shape[0], block):
+        e = min(s + block, X.shape[0])
+        B = K[s:e]
+        np.matmul(X[s:e], Y.T, out=B)
+        B *= 2.0 * gamma
+        B -= xx[s:e, None]
+        B -= yy[None, :]
+        np.minimum(B, 0.0, out=B)
+        if same:
+            B[np.arange(e - s), np.arange(s, e)] = 0.0
+        np.exp(B, out=B)
+    return K
+
+
 def _base(X, Y, kernel, gamma, degree, coef0):
     if kernel == "linear":
         return X @ Y.T
@@ -107,9 +127,7 @@ def _base(X, Y, kernel, gamma, degree, coef0):
         K += coef0
         return K**degree
     if kernel == "rbf":
-        K = squared_euclidean(X, Y)
-        K *= -gamma
-        return np.exp(K, out=K)
+        return _rbf(X, Y, gamma)
     if kernel == "sigmoid":
         K = X @ Y.T
         K *= gamma

@@ -50,7 +50,8 @@ class KernelRows:
         self.kernel = kernel
         self.n = X.shape[0] if index is None else len(index)
         if K_full is not None:
-            self.dense = K_full if index is None else K_full[np.ix_(index, index)]
+            full = index is None or (len(index) == K_full.shape[0] and bool((np.diff(index) == 1).all()))
+            self.dense = K_full if full else K_full[np.ix_(index, index)]
             self.X = None
         elif 8.0 * self.n * self.n <= cache_mb * 1e6:
             Xs = X if index is None else X[index]
