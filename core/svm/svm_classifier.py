@@ -90,7 +90,9 @@ class SVMClassifier(Classifier):
         problems = _problems(codes, k, p["multi_class"])
         n_prob = len(problems)
         K_full = None
-        if solver == "smo" and 8.0 * n * n <= p["cache_size"] * 1e6:
+        # the batched solver (several problems, or Platt's CV fits) works on the whole Gram matrix;
+        # a single problem gets its rows from KernelRows (dense when small, LRU otherwise)
+        if solver == "smo" and (n_prob > 1 or p["probability"]) and 8.0 * n * n <= p["cache_size"] * 1e6:
             K_full = kernel(X)
         fitter = _Fitter(X, s, p, kernel, K_full, rng)
         if K_full is not None and (n_prob > 1 or p["probability"]):
