@@ -20,6 +20,8 @@ linear primal by stochastic sub-gradients (core.svm.pegasos) for large n.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from ..base import Classifier
@@ -41,6 +43,25 @@ from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 from .smo import KernelRows, solve_smo, solve_smo_batch
 
 __all__ = ["SVMClassifier"]
+
+
+class _ProbaDescriptor:
+    """The method on the class (so the capability is advertised); on an instance, an AttributeError
+    unless the model is (or will be) fitted with probability=True."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        enabled = obj.__dict__.get("_probability", obj.__dict__.get("probability", False))
+        if not enabled:
+            raise AttributeError(
+                "predict_proba is available only with probability=True (Platt scaling fitted at fit time)"
+            )
+        return types.MethodType(self.fn, obj)
 
 
 def _is_linear(kernel) -> bool:
@@ -195,12 +216,8 @@ class SVMClassifier(Classifier):
         votes = pos @ Ei + (~pos) @ Ej
         return self.classes_[np.argmax(votes, axis=1)]
 
-    def predict_proba(self, X) -> np.ndarray:
+    def _predict_proba(self, X) -> np.ndarray:
         """Platt-scaled probabilities (needs ``probability=True``), columns in ``classes_`` order."""
-        if hasattr(self, "classes_") and not self._probability:
-            raise NotFittedError(
-                "predict_proba needs probability=True at fit time (Platt scaling); refit with it"
-            )
         dec = self._raw_decision(X)
         P = sigmoid_predict(dec, self.probA_, self.probB_)
         if self._strategy == "binary":
@@ -209,6 +226,11 @@ class SVMClassifier(Classifier):
             P = np.clip(P, 1e-12, None)
             return P / P.sum(axis=1, keepdims=True)
         return pairwise_coupling(P, len(self.classes_))
+
+
+    # ``predict_proba`` exists only when probability=True (as SVC): hasattr() says whether it can be called,
+    # so callers such as the service's evaluation fall back to predict() otherwise.
+    predict_proba = _ProbaDescriptor(_predict_proba)
 
 
 # ---------------------------------------------------------------------- helpers

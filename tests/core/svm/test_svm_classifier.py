@@ -266,8 +266,14 @@ def test_binary_platt_is_monotone_in_decision():
 def test_predict_proba_requires_probability():
     X, y = _blobs()
     clf = SVMClassifier().fit(X, y)
-    with pytest.raises(NotFittedError, match="probability=True"):
+    assert not hasattr(clf, "predict_proba")  # callers (service evaluation) fall back to predict
+    with pytest.raises(AttributeError, match="probability=True"):
         clf.predict_proba(X)
+    assert SVMClassifier.capabilities()["predict_proba"]
+    fitted = SVMClassifier(probability=True, random_state=0).fit(X, y)
+    assert hasattr(fitted, "predict_proba")
+    with pytest.raises(NotFittedError):
+        SVMClassifier(probability=True).predict_proba(X)
 
 
 # ---- Pegasos -----------------------------------------------------------------------------------------------
