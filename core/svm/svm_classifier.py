@@ -165,6 +165,7 @@ class SVMClassifier(Classifier):
             self.n_iter_ = np.array([m.n_iter for m in models])
             self._W = W
             self._kernel = kernel
+            self._sv_cache = kernel.prepare(self.support_vectors_)
             if _is_linear(kernel):
                 self.coef_ = W @ self.support_vectors_
             self._linear_w = self.coef_ if _is_linear(kernel) else None
@@ -188,7 +189,10 @@ class SVMClassifier(Classifier):
         check_n_features(self, X)
         if self._linear_w is not None:
             return X @ self._linear_w.T + self.intercept_
-        return self._kernel(X, self.support_vectors_) @ self._W.T + self.intercept_
+        cache = self.__dict__.get("_sv_cache")
+        if cache is None:
+            cache = self._sv_cache = self._kernel.prepare(self.support_vectors_)
+        return self._kernel.cross(X, self.support_vectors_, cache) @ self._W.T + self.intercept_
 
     def decision_function(self, X) -> np.ndarray:
         """f(x) per binary problem: (n,) for two classes, (n, k) for 'ovr', (n, k(k-1)/2) for 'ovo'."""
