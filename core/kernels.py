@@ -98,6 +98,29 @@ def resolve_gamma(gamma, X: np.ndarray) -> float:
     return float(gamma)
 
 
+def _rbf(X, Y, gamma, block=512, yy=None):
+    """exp(-gamma ||x - y||^2), computed in row blocks in place (cache-friendly, no big temporaries).
+
+    ``yy`` = gamma * ||y||^2 may be given precomputed (prediction against fixed support vectors)."""
+    same = X is Y
+    xx = np.einsum("ij,ij->i", X, X) * gamma
+    if yy is None:
+        yy = xx if same else np.einsum("ij,ij->i", Y, Y) * gamma
+    K = np.empty((X.shape[0], Y.shape[0]))
+    for s in range(0, X.shape[0], block):
+        e = min(s + block, X.shape[0])
+        B = K[s:e]
+        np.matmul(X[s:e], Y.T, out=B)
+        B *= 2.0 * gamma
+        B -= xx[s:e, None]
+        B -= yy[None, :]
+        np.minimum(B, 0.0, out=B)
+        if same:
+            B[np.arange(e - s), np.arange(s, e)] = 0.0
+        np.exp(B, out=B)
+    return K
+
+
 def _base(X, Y, kernel, gamma, degree, coef0):
     if kernel == "linear":
         return X @ Y.T
@@ -107,9 +130,7 @@ def _base(X, Y, kernel, gamma, degree, coef0):
         K += coef0
         return K**degree
     if kernel == "rbf":
-        K = squared_euclidean(X, Y)
-        K *= -gamma
-        return np.exp(K, out=K)
+        return _rbf(X, Y, gamma)
     if kernel == "sigmoid":
         K = X @ Y.T
         K *= gamma
@@ -449,6 +470,14 @@ class Kernel:
         """A copy whose data-dependent parameters (gamma 'scale'/'auto') are fixed from X."""
         return self
 
+    def prepare(self, Y):
+        """Per-Y quantities reused by :meth:`cross` (e.g. squared norms of support vectors)."""
+        return None
+
+    def cross(self, X, Y, cache=None):
+        """k(X, Y) using ``cache = self.prepare(Y)`` when given (fast repeated predictions)."""
+        return self(X, Y)
+
     def __add__(self, other):
         return SumKernel([self, other])
 
@@ -486,6 +515,16 @@ class BaseKernel(Kernel):
 
     def diag(self, X):
         return kernel_diag(X, kernel=self.name, gamma=self.gamma, degree=self.degree, coef0=self.coef0)
+
+    def prepare(self, Y):
+        if self.name == "rbf":
+            return np.einsum("ij,ij->i", Y, Y) * self.gamma
+        return None
+
+    def cross(self, X, Y, cache=None):
+        if self.name == "rbf" and cache is not None:
+            return _rbf(X, Y, self.gamma, yy=cache)
+        return self(X, Y)
 
     def row_kernel(self):
         """(name, gamma, degree, coef0) when this is a plain base kernel (fast row paths)."""

@@ -32,15 +32,18 @@ import numpy as np
 from ..context import NULL_CONTEXT
 from ..kernels import BaseKernel, Kernel
 
-__all__ = ["KernelRows", "solve_smo", "SMOResult"]
+__all__ = ["KernelRows", "solve_smo", "solve_smo_batch", "SMOResult"]
 
 TAU = 1e-12
+# Above this size, rows computed on demand (LRU) are cheaper than the full Gram matrix: SMO touches
+# only a fraction of the rows (measured: n = 4000 binary rbf, 0.21 s LRU vs 0.37 s dense).
+DENSE_MAX_N = 3000
 
 
 class KernelRows:
     """Kernel rows K(x_i, X) of a training set, cached.
 
-    ``dense`` is used when the full Gram matrix fits in ``cache_mb``; otherwise
+    ``dense`` is used when the full Gram matrix fits in ``cache_mb`` (and n <= DENSE_MAX_N); otherwise
     rows are computed on demand and kept in an LRU cache of that size.
     ``index`` restricts the problem to a subset of ``X`` (a precomputed Gram
     matrix ``K_full`` of all of ``X`` may be given; subsets then slice it).
@@ -50,9 +53,10 @@ class KernelRows:
         self.kernel = kernel
         self.n = X.shape[0] if index is None else len(index)
         if K_full is not None:
-            self.dense = K_full if index is None else K_full[np.ix_(index, index)]
+            full = index is None or (len(index) == K_full.shape[0] and bool((np.diff(index) == 1).all()))
+            self.dense = K_full if full else K_full[np.ix_(index, index)]
             self.X = None
-        elif 8.0 * self.n * self.n <= cache_mb * 1e6:
+        elif 8.0 * self.n * self.n <= cache_mb * 1e6 and self.n <= DENSE_MAX_N:
             Xs = X if index is None else X[index]
             self.dense = np.ascontiguousarray(kernel(Xs))
             self.X = None
@@ -168,7 +172,7 @@ def solve_smo(
     yl = y.tolist()
     Cl = C.tolist()
     QDl = QD.tolist()
-    yG = np.empty(m)
+    yG = y * G  # maintained directly: y_t G_t (y_t^2 = 1 saves a multiply per iteration)
     tmp = np.empty(m)
     bl = np.empty(m)
     quad = np.empty(m)
@@ -182,7 +186,6 @@ def solve_smo(
             ctx.step(min(it / (it + 10.0 * m), 0.99), 1.0, iteration=it)
         # ---- working-set selection (WSS 2) ----
         # i = argmax_{I_up} -y_t G_t
-        multiply(y, G, out=yG)
         np.copyto(tmp, inf)
         np.copyto(tmp, yG, where=up)
         i = int(argmin(tmp))
@@ -214,7 +217,7 @@ def solve_smo(
         yi, yj = yl[i], yl[j]
         Ci, Cj = Cl[i], Cl[j]
         ai, aj = float(a[i]), float(a[j])
-        Gi, Gj = float(G[i]), float(G[j])
+        Gi, Gj = yi * float(yG[i]), yj * float(yG[j])
         Kij = float(Ki[j])
         Qij = yi * yj * Kij
         if yi != yj:
@@ -265,17 +268,17 @@ def solve_smo(
         daj = aj - float(a[j])
         a[i] = ai
         a[j] = aj
-        # G_t += Q_ti dai + Q_tj daj = y_t (y_i dai K_ti + y_j daj K_tj)
+        # G_t += Q_ti dai + Q_tj daj = y_t (y_i dai K_ti + y_j daj K_tj), so y_t G_t += y_i dai K_ti + ...
         ci = yi * dai
         cj = yj * daj
         upd = Ki * ci
         upd += Kj * cj
-        upd *= y
-        G += upd
+        yG += upd
         up[i] = (ai < Ci) if yi > 0 else (ai > 0)
         low[i] = (ai < Ci) if yi < 0 else (ai > 0)
         up[j] = (aj < Cj) if yj > 0 else (aj > 0)
         low[j] = (aj < Cj) if yj < 0 else (aj > 0)
+    G = y * yG
     rho = _calculate_rho(a, G, y, C)
     obj = 0.5 * float(a @ (G + p))
     return SMOResult(a, rho, it, obj, converged, G)
@@ -318,3 +321,137 @@ def _calculate_rho(a, G, y, C) -> float:
     if not np.isfinite(lb):
         lb = ub
     return float((ub + lb) / 2.0)
+
+
+def solve_smo_batch(
+    K: np.ndarray,
+    problems: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    *,
+    tol: float = 1e-3,
+    max_iter: int = -1,
+    cache_mb: float = 200.0,
+    ctx=NULL_CONTEXT,
+    report_every: int = 50,
+) -> list[SMOResult]:
+    """Solve several independent C-SVC duals (p = -1) at once, one SMO step of each per iteration.
+
+    ``K`` is the Gram matrix of all samples; each problem is (global indices, labels
+    in {+1, -1}, upper bounds C).  The problems are padded to a common length and every
+    NumPy operation of the sequential solver (:func:`solve_smo`) acts on all of
+    them together, so the Python overhead per iteration is shared by the k(k-1)/2
+    one-vs-one problems (or the cross-validation fits of Platt scaling).  The
+    working-pair selection and the two-variable step are the same (WSS 2, Fan et al.
+    2005); the step is written as a_i += y_i t, a_j -= y_j t, t = min(t*, box limits),
+    which is LIBSVM's clipped update.
+    """
+    P = len(problems)
+    lens = np.array([len(g) for g, _, _ in problems])
+    M = int(lens.max())
+    GI = np.zeros((P, M), dtype=np.intp)
+    Y = np.ones((P, M))
+    Cm = np.zeros((P, M))
+    for q, (g, yq, cq) in enumerate(problems):
+        GI[q, : len(g)] = g
+        Y[q, : len(g)] = yq
+        Cm[q, : len(g)] = cq
+    same_rows = all(len(g) == K.shape[0] for g, _, _ in problems) and all(
+        np.array_equal(g, np.arange(K.shape[0])) for g, _, _ in problems
+    )
+    KB = None
+    if not same_rows and 8.0 * P * M * M <= cache_mb * 1e6:
+        KB = K[GI[:, :, None], GI[:, None, :]]  # (P, M, M) per-problem Gram matrices
+    Kdiag = np.diagonal(K)
+    QD = Kdiag[GI]
+    A = np.zeros((P, M))
+    G = -Y.copy()  # holds y_t G_t (G = -1 at a = 0), updated without the y multiply
+    ypos = Y > 0
+    up = ypos & (Cm > 0)
+    low = ~ypos & (Cm > 0)
+    if max_iter is None or max_iter < 0:
+        max_iter = max(10_000_000, 100 * M)
+    results: list[SMOResult | None] = [None] * P
+    act = np.arange(P)  # problem ids of the rows of the working arrays
+    n_iter = np.zeros(P, dtype=np.int64)
+    it = 0
+    inf = np.inf
+
+    def finish(rows_done, converged):
+        for r in rows_done:
+            q = int(act[r])
+            m = lens[q]
+            yq, cq = Y[r, :m], Cm[r, :m]
+            a, g = A[r, :m].copy(), G[r, :m] * yq
+            rho = _calculate_rho(a, g, yq, cq)
+            results[q] = SMOResult(a, rho, int(n_iter[q]), 0.5 * float(a @ (g - 1.0)), converged, g)
+
+    while act.size:
+        if it >= max_iter:
+            finish(range(act.size), False)
+            break
+        it += 1
+        Pa = act.size
+        r = np.arange(Pa)
+        yG = G
+        tmp = np.where(up, yG, inf)
+        i = tmp.argmin(axis=1)
+        Gmax = np.maximum(-tmp[r, i], -1e300)  # -inf (empty I_up) would give nan below
+        bl = yG + Gmax[:, None]
+        bl *= low
+        np.maximum(bl, 0.0, out=bl)
+        done = bl.max(axis=1) < tol
+        if done.any():
+            finish(np.flatnonzero(done), True)
+            keep = np.flatnonzero(~done)
+            act = act[keep]
+            if not act.size:
+                break
+            Y, G, A, Cm, QD, GI, up, low = (x[keep] for x in (Y, G, A, Cm, QD, GI, up, low))
+            i, Gmax, bl = i[keep], Gmax[keep], bl[keep]
+            yG = G
+            Pa = act.size
+            r = np.arange(Pa)
+        n_iter[act] += 1
+        if it % report_every == 0:
+            ctx.step(1.0 - act.size / P, 1.0, iteration=it, active_problems=int(act.size))
+        if same_rows:
+            Ki = K[GI[r, i]]
+        elif KB is not None:
+            Ki = KB[act, i]
+        else:
+            Ki = K[GI[r, i][:, None], GI]
+        QDi = QD[r, i]
+        quad = QD + QDi[:, None]
+        quad -= 2.0 * Ki
+        np.maximum(quad, TAU, out=quad)
+        bl *= bl
+        bl /= quad
+        j = bl.argmax(axis=1)
+        if same_rows:
+            Kj = K[GI[r, j]]
+        elif KB is not None:
+            Kj = KB[act, j]
+        else:
+            Kj = K[GI[r, j][:, None], GI]
+        yi, yj = Y[r, i], Y[r, j]
+        ai, aj = A[r, i], A[r, j]
+        Ci, Cj = Cm[r, i], Cm[r, j]
+        qij = np.maximum(QDi + QD[r, j] - 2.0 * Ki[r, j], TAU)
+        tstar = (Gmax + yG[r, j]) / qij
+        pi, pj = yi > 0, yj > 0
+        ubi = np.where(pi, Ci - ai, ai)
+        ubj = np.where(pj, aj, Cj - aj)
+        t = np.minimum(np.minimum(tstar, ubi), ubj)
+        ai_new = np.where(t >= ubi, np.where(pi, Ci, 0.0), ai + yi * t)
+        aj_new = np.where(t >= ubj, np.where(pj, 0.0, Cj), aj - yj * t)
+        ci = yi * (ai_new - ai)
+        cj = yj * (aj_new - aj)
+        A[r, i] = ai_new
+        A[r, j] = aj_new
+        upd = Ki * ci[:, None]
+        upd += Kj * cj[:, None]
+        G += upd
+        up[r, i] = np.where(pi, ai_new < Ci, ai_new > 0)
+        low[r, i] = np.where(pi, ai_new > 0, ai_new < Ci)
+        up[r, j] = np.where(pj, aj_new < Cj, aj_new > 0)
+        low[r, j] = np.where(pj, aj_new > 0, aj_new < Cj)
+    return results

@@ -20,6 +20,8 @@ linear primal by stochastic sub-gradients (core.svm.pegasos) for large n.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from ..base import Classifier
@@ -38,9 +40,28 @@ from ..validation import (
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
 from .pegasos import pegasos
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
-from .smo import KernelRows, solve_smo
+from .smo import KernelRows, solve_smo, solve_smo_batch
 
 __all__ = ["SVMClassifier"]
+
+
+class _ProbaDescriptor:
+    """The method on the class (so the capability is advertised); on an instance, an AttributeError
+    unless the model is (or will be) fitted with probability=True."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        enabled = obj.__dict__.get("_probability", obj.__dict__.get("probability", False))
+        if not enabled:
+            raise AttributeError(
+                "predict_proba is available only with probability=True (Platt scaling fitted at fit time)"
+            )
+        return types.MethodType(self.fn, obj)
 
 
 def _is_linear(kernel) -> bool:
@@ -90,23 +111,28 @@ class SVMClassifier(Classifier):
         problems = _problems(codes, k, p["multi_class"])
         n_prob = len(problems)
         K_full = None
-        if solver == "smo" and 8.0 * n * n <= p["cache_size"] * 1e6:
+        # the batched solver (several problems, or Platt's CV fits) works on the whole Gram matrix;
+        # a single problem gets its rows from KernelRows (dense when small, LRU otherwise)
+        if solver == "smo" and (n_prob > 1 or p["probability"]) and 8.0 * n * n <= p["cache_size"] * 1e6:
             K_full = kernel(X)
         fitter = _Fitter(X, s, p, kernel, K_full, rng)
-        share = 1.0 / n_prob
-        models = []
-        probA, probB = [], []
-        for q, (idx, yb) in enumerate(problems):
-            sub = ctx.child(q * share, (q + 1) * share)
-            fit_ctx = sub.child(0.0, 1.0 / 6.0) if p["probability"] else sub
-            model = fitter.fit(idx, yb, fit_ctx)
-            models.append(model)
-            if p["probability"]:
-                dec = fitter.cv_decision(idx, yb, sub.child(1.0 / 6.0, 1.0))
-                A, B = sigmoid_train(dec, yb)
-                probA.append(A)
-                probB.append(B)
-            sub.step(1, 1, problem=q + 1, n_problems=n_prob)
+        if K_full is not None and (n_prob > 1 or p["probability"]):
+            models, probA, probB = fitter.fit_batched(problems, ctx)
+        else:
+            share = 1.0 / n_prob
+            models = []
+            probA, probB = [], []
+            for q, (idx, yb) in enumerate(problems):
+                sub = ctx.child(q * share, (q + 1) * share)
+                fit_ctx = sub.child(0.0, 1.0 / 6.0) if p["probability"] else sub
+                model = fitter.fit(idx, yb, fit_ctx)
+                models.append(model)
+                if p["probability"]:
+                    dec = fitter.cv_decision(idx, yb, sub.child(1.0 / 6.0, 1.0))
+                    A, B = sigmoid_train(dec, yb)
+                    probA.append(A)
+                    probB.append(B)
+                sub.step(1, 1, problem=q + 1, n_problems=n_prob)
 
         # ---- assemble fitted attributes ----
         if solver == "pegasos":
@@ -139,6 +165,7 @@ class SVMClassifier(Classifier):
             self.n_iter_ = np.array([m.n_iter for m in models])
             self._W = W
             self._kernel = kernel
+            self._sv_cache = kernel.prepare(self.support_vectors_)
             if _is_linear(kernel):
                 self.coef_ = W @ self.support_vectors_
             self._linear_w = self.coef_ if _is_linear(kernel) else None
@@ -162,10 +189,13 @@ class SVMClassifier(Classifier):
         check_n_features(self, X)
         if self._linear_w is not None:
             return X @ self._linear_w.T + self.intercept_
-        return self._kernel(X, self.support_vectors_) @ self._W.T + self.intercept_
+        cache = self.__dict__.get("_sv_cache")
+        if cache is None:
+            cache = self._sv_cache = self._kernel.prepare(self.support_vectors_)
+        return self._kernel.cross(X, self.support_vectors_, cache) @ self._W.T + self.intercept_
 
     def decision_function(self, X) -> np.ndarray:
-        """f(x) per binary problem; shape (n,) for two classes, (n, k) for 'ovr' shape, (n, k(k-1)/2) for 'ovo'."""
+        """f(x) per binary problem: (n,) for two classes, (n, k) for 'ovr', (n, k(k-1)/2) for 'ovo'."""
         dec = self._raw_decision(X)
         if self._strategy == "binary":
             return dec[:, 0]
@@ -190,12 +220,8 @@ class SVMClassifier(Classifier):
         votes = pos @ Ei + (~pos) @ Ej
         return self.classes_[np.argmax(votes, axis=1)]
 
-    def predict_proba(self, X) -> np.ndarray:
+    def _predict_proba(self, X) -> np.ndarray:
         """Platt-scaled probabilities (needs ``probability=True``), columns in ``classes_`` order."""
-        if hasattr(self, "classes_") and not self._probability:
-            raise NotFittedError(
-                "predict_proba needs probability=True at fit time (Platt scaling); refit with probability=True"
-            )
         dec = self._raw_decision(X)
         P = sigmoid_predict(dec, self.probA_, self.probB_)
         if self._strategy == "binary":
@@ -204,6 +230,11 @@ class SVMClassifier(Classifier):
             P = np.clip(P, 1e-12, None)
             return P / P.sum(axis=1, keepdims=True)
         return pairwise_coupling(P, len(self.classes_))
+
+
+    # ``predict_proba`` exists only when probability=True (as SVC): hasattr() says whether it can be called,
+    # so callers such as the service's evaluation fall back to predict() otherwise.
+    predict_proba = _ProbaDescriptor(_predict_proba)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -239,6 +270,54 @@ class _Fitter:
                            rng=self.rng, ctx=ctx)
         rows = KernelRows(self.kernel, self.X, p["cache_size"], K_full=self.K_full, index=idx)
         return solve_smo(rows, yb, -np.ones(len(idx)), Cvec, tol=p["tol"], max_iter=p["max_iter"], ctx=ctx)
+
+    def fit_batched(self, problems, ctx, n_folds=5):
+        """All binary problems (and, with probability, their CV fits) by the batched SMO."""
+        p, K = self.p, self.K_full
+        probability = p["probability"]
+        main_ctx = ctx.child(0.0, 1.0 / 6.0) if probability else ctx
+        spec = [(idx, yb, p["C"] * self.s[idx]) for idx, yb in problems]
+        models = solve_smo_batch(K, spec, tol=p["tol"], max_iter=p["max_iter"], cache_mb=p["cache_size"],
+                                 ctx=main_ctx)
+        main_ctx.step(1, 1)
+        if not probability:
+            return models, [], []
+        decs = [np.zeros(len(idx)) for idx, _ in problems]
+        folds = []
+        for idx, _ in problems:
+            m = len(idx)
+            perm = self.rng.permutation(m)
+            folds.append([(perm[f * m // n_folds:(f + 1) * m // n_folds],
+                           np.concatenate([perm[: f * m // n_folds], perm[(f + 1) * m // n_folds:]]))
+                          for f in range(n_folds)])
+        for f in range(n_folds):
+            fctx = ctx.child((1 + 5 * f / n_folds) / 6.0, (1 + 5 * (f + 1) / n_folds) / 6.0)
+            batch, where = [], []
+            for q, (idx, yb) in enumerate(problems):
+                test, train = folds[q][f]
+                ytr = yb[train]
+                npos = int((ytr > 0).sum())
+                if npos == 0 or npos == len(train):
+                    decs[q][test] = 1.0 if npos > 0 else -1.0
+                    continue
+                batch.append((idx[train], ytr, p["C"] * self.s[idx[train]]))
+                where.append((q, test, train))
+            if batch:
+                res = solve_smo_batch(K, batch, tol=p["tol"], max_iter=p["max_iter"],
+                                      cache_mb=p["cache_size"], ctx=fctx)
+                for (q, test, train), model in zip(where, res, strict=True):
+                    idx, yb = problems[q]
+                    coef = yb[train] * model.alpha
+                    nz = coef != 0
+                    Kt = K[np.ix_(idx[test], idx[train][nz])]
+                    decs[q][test] = Kt @ coef[nz] - model.rho
+            fctx.step(1, 1)
+        probA, probB = [], []
+        for q, (_, yb) in enumerate(problems):
+            A, B = sigmoid_train(decs[q], yb)
+            probA.append(A)
+            probB.append(B)
+        return models, probA, probB
 
     def cv_decision(self, idx, yb, ctx, n_folds=5):
         """Decision values of each sample from a model trained without its fold (LIBSVM's

@@ -69,6 +69,7 @@ class SVMRegressor(Regressor):
         self.n_iter_ = res.n_iter
         self.fit_status_ = 0 if res.converged else 1
         self._kernel = kernel
+        self._sv_cache = kernel.prepare(self.support_vectors_)
         self._linear = getattr(kernel, "name", None) == "linear" and hasattr(kernel, "row_kernel")
         if self._linear:
             self.coef_ = self.dual_coef_ @ self.support_vectors_
@@ -82,4 +83,7 @@ class SVMRegressor(Regressor):
         check_n_features(self, X)
         if self._linear:
             return X @ self.coef_[0] + self.intercept_[0]
-        return self._kernel(X, self.support_vectors_) @ self.dual_coef_[0] + self.intercept_[0]
+        cache = self.__dict__.get("_sv_cache")
+        if cache is None:
+            cache = self._sv_cache = self._kernel.prepare(self.support_vectors_)
+        return self._kernel.cross(X, self.support_vectors_, cache) @ self.dual_coef_[0] + self.intercept_[0]
