@@ -33,6 +33,9 @@ from ..validation import (
     check_sample_weight,
     column_or_1d,
 )
+from ..tree._base import use_hist
+from ..tree._binning import bin_features
+from ..tree.decision_tree_classifier import DecisionTreeClassifier
 from ._bagging import build_base
 
 __all__ = ["AdaBoostClassifier"]
@@ -80,6 +83,11 @@ class AdaBoostClassifier(Classifier):
         lr = p["learning_rate"]
         seeds = spawn_seeds(rng, M)
         members, alphas, errors = [], [], []
+        if cls is DecisionTreeClassifier:
+            # bin X once for every round (the trees only see new sample weights)
+            tp = cls(**bparams)._validated_params()
+            kw["_binned"] = bin_features(X, is_cat, hist=use_hist(tp, X.shape[0]), max_bins=tp["max_bins"],
+                                         rng=check_random_state(0))
         for m in range(M):
             params = dict(bparams)
             if "random_state" in cls.params and "random_state" not in params:

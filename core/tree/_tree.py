@@ -29,6 +29,7 @@ value (class distribution or mean), impurity and weighted counts.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import xlogy
 
 from ._binning import Binned
 
@@ -36,33 +37,35 @@ __all__ = ["Tree", "grow_tree", "impurity", "NodeTable"]
 
 LEAF, NUMERIC, CATEGORICAL = 0, 1, 2
 _EPS = 1e-12
+_LN2 = float(np.log(2.0))
 
 
 # ----------------------------------------------------------------------------- impurities
 def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
     """Per-unit-weight impurity of totals ``stats[..., S]``.
 
-    Classification: stats are weighted class counts.  Regression: (W, Wy, Wy^2).
+    Classification: stats are weighted class counts; Gini 1 - sum_k c_k^2 / W^2,
+    entropy H = log2 W - sum_k c_k log2 c_k / W.  Regression: (W, Wy, Wy^2) and the
+    weighted variance.  Reductions over the short class axis use a matrix product
+    (much faster than ``sum(axis=-1)`` on a (n, S) array).
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         if criterion in ("squared_error", "absolute_error"):
             W = stats[..., 0]
             out = (stats[..., 2] - stats[..., 1] ** 2 / W) / W
-            out = np.where(W > 0, np.maximum(out, 0.0), 0.0)
-            return out
-        W = stats.sum(axis=-1)
-        p = stats / W[..., None]
-        p = np.where(np.isfinite(p), p, 0.0)
+            return np.where(W > 0, np.maximum(out, 0.0), 0.0)
+        ones = np.ones(stats.shape[-1])
+        W = stats @ ones
+        pos = W > 0
+        Ws = np.where(pos, W, 1.0)
         if criterion == "gini":
-            return np.where(W > 0, 1.0 - (p * p).sum(axis=-1), 0.0)
-        # entropy / gain_ratio: H = -sum p log2 p
-        lp = np.where(p > 0, np.log2(np.where(p > 0, p, 1.0)), 0.0)
-        return np.where(W > 0, -(p * lp).sum(axis=-1), 0.0)
+            return np.where(pos, np.maximum(1.0 - ((stats * stats) @ ones) / (Ws * Ws), 0.0), 0.0)
+        h = np.log2(Ws) - (xlogy(stats, stats) @ ones) / (Ws * _LN2)
+        return np.where(pos, np.maximum(h, 0.0), 0.0)
 
 
 def _xlog2x(p):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    return xlogy(p, p) / _LN2
 
 
 # ----------------------------------------------------------------------------- fitted tree
@@ -229,7 +232,7 @@ def grow_tree(
         else:
             st = np.bincount(r_node * S + yc[r_s], weights=r_w, minlength=n_level * S).reshape(n_level, S)
         cnt = np.bincount(r_node, weights=r_f, minlength=n_level)
-        Wn = st[:, 0] if regression else st.sum(axis=1)
+        Wn = st[:, 0] if regression else st @ np.ones(S)
         if W_root is None:
             W_root = float(Wn[0])
         imp = impurity(st, criterion)
@@ -440,7 +443,8 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     efeat = feats[enode, eslot]
     miss = code == Bp1 - 1
     ecat = binned.is_cat[efeat]
-    W_e = st[:, 0] if regression else st.sum(axis=1)
+    onesS = np.ones(S)
+    W_e = st[:, 0] if regression else st @ onesS
 
     # segment bookkeeping
     new_seg = np.ones(nU, dtype=bool)
@@ -461,8 +465,8 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     ctot = cleft[seg_end][seg_id]
     right = tot - left
     cright = ctot - cleft
-    WL = left[:, 0] if regression else left.sum(axis=1)
-    Wk = tot[:, 0] if regression else tot.sum(axis=1)
+    WL = left[:, 0] if regression else left @ onesS
+    Wk = tot[:, 0] if regression else tot @ onesS
     WR = Wk - WL
     Wnode = Wn[nodes][enode]
     # next entry in the same segment (the next non-empty bin)
