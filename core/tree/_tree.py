@@ -751,17 +751,68 @@ class NodeTable:
         self.pchildren = self.children[pres]
         self.pfrac = self.child_frac[pres]
 
+    # (sample, tree) pairs processed at once: keeps the working set in cache
+    _CHUNK_PAIRS = 1 << 16
+
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """(n_samples, n_trees) leaf ids; only for X without NaN and trees without categorical nodes."""
+        n = X.shape[0]
+        T = self.n_trees
+        step = max(1, self._CHUNK_PAIRS // T)
+        if n <= step:
+            return self._leaves_chunk(X)
+        out = np.empty((n, T), dtype=np.intp)
+        for a in range(0, n, step):
+            out[a : a + step] = self._leaves_chunk(X[a : a + step])
+        return out
+
+    def _leaves_chunk(self, X: np.ndarray) -> np.ndarray:
+        # one level per iteration for every (sample, tree) pair; pairs that reached a leaf
+        # are dropped every third level (leaves loop to themselves, so late checks are safe)
         n, f = X.shape
-        node = np.broadcast_to(self.roots, (n, self.n_trees)).copy()
+        T = self.n_trees
+        node = np.tile(self.roots, n)
+        rowbase = np.repeat(np.arange(n, dtype=np.intp) * f, T)
+        out = np.empty(n * T, dtype=np.intp)
+        act = None
         Xf = X.ravel()
-        base = (np.arange(n, dtype=np.intp) * f)[:, None]
-        feat0, thr0, ch2 = self.feat0, self.thr0, self.ch2
-        for _ in range(self.max_depth):
-            x = Xf[base + feat0[node]]
-            node = ch2[2 * node + (x > thr0[node])]
-        return node
+        feat0, thr0, ch2, leaf = self.feat0, self.thr0, self.ch2, self.is_leaf
+        take = np.take
+        if n * T <= 4096:  # small batches (single rows): no compaction bookkeeping
+            for _ in range(self.max_depth):
+                idx = take(feat0, node)
+                idx += rowbase
+                go = take(Xf, idx) > take(thr0, node)
+                node *= 2
+                node += go
+                node = take(ch2, node)
+            return node.reshape(n, T)
+        for d in range(self.max_depth):
+            idx = take(feat0, node)
+            idx += rowbase
+            go = take(Xf, idx) > take(thr0, node)
+            node *= 2
+            node += go
+            node = take(ch2, node)
+            if d % 3 == 2 and d + 1 < self.max_depth:
+                lf = take(leaf, node)
+                if lf.any():
+                    keep = ~lf
+                    if act is None:
+                        out[lf] = node[lf]
+                        act = np.flatnonzero(keep)
+                    else:
+                        out[act[lf]] = node[lf]
+                        act = act[keep]
+                    node = node[keep]
+                    rowbase = rowbase[keep]
+                    if not node.size:
+                        break
+        if act is None:
+            out[:] = node
+        else:
+            out[act] = node
+        return out.reshape(n, T)
 
     def weighted_leaves(self, X: np.ndarray, record_all: bool = False):
         """General path: (sample, tree, leaf, weight) rows, with fractional routing.
@@ -845,5 +896,11 @@ class NodeTable:
         if not self.needs_general(X):
             if self.n_trees == 1:
                 return self.value[self.leaves(X)[:, 0]]
-            return self.value[self.leaves(X)].mean(axis=1)
+            step = max(1, self._CHUNK_PAIRS // self.n_trees)
+            if n <= step:
+                return self.value[self._leaves_chunk(X)].mean(axis=1)
+            out = np.empty((n, self.value.shape[1]))
+            for a in range(0, n, step):
+                out[a : a + step] = self.value[self._leaves_chunk(X[a : a + step])].mean(axis=1)
+            return out
         return self.per_tree_values(X).mean(axis=1) if n else np.zeros((0, self.value.shape[1]))
