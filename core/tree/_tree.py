@@ -360,6 +360,8 @@ def _choose_features(n_nodes, n_features, max_features, rng):
 
 # budget of histogram cells (node x feature x bin) evaluated densely at once
 _DENSE_CELLS = 1 << 22
+# (row, candidate feature) pairs evaluated per chunk of nodes: bounds the peak memory
+_PAIR_BUDGET = 1 << 18
 
 
 def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, n_features,
@@ -371,7 +373,7 @@ def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes,
     Bp1 = binned.missing_code + 1
     results = []
     # chunks of consecutive candidate nodes with a bounded number of (row, feature) pairs
-    row_budget = max(1, (1 << 22) // mf)
+    row_budget = max(1, _PAIR_BUDGET // mf)
     i = 0
     while i < cand.size:
         j = i + 1
@@ -403,16 +405,19 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     s = r_s[ridx]
     fr = r_f[ridx]
     wt = r_w[ridx]
-    fsel = feats[local]  # (R, mf) global feature of each slot
-    cg = codes[s[:, None], fsel].astype(np.int64)  # (R, mf)
-    comb = (local[:, None] * mf + np.arange(mf)) * Bp1 + cg  # (R, mf) sorted-able key
+    if mf == codes.shape[1] and (feats == np.arange(mf)).all():
+        cg = codes[s]  # (R, mf) small-int codes, every feature in order
+    else:
+        cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
+    comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
+    comb += cg
     K = N * mf * Bp1
     M = comb.size
     flat = comb.ravel()
     if regression:
         yv = yc[s]
         chan_vals = (wt, wt * yv, wt * yv * yv)
-    if K <= max(4 * M, 1 << 16) and K * S <= 1 << 26:
+    if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
         cnt_full = np.bincount(flat, weights=np.repeat(fr, mf), minlength=K)
         U = np.flatnonzero(cnt_full)
         cnt = cnt_full[U]
