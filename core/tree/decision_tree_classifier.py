@@ -40,7 +40,8 @@ class DecisionTreeClassifier(Classifier):
     native_missing = True
     native_categorical = True
 
-    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT, _binned=None):
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT,
+            _binned=None):
         """Fit; ``_binned`` (private) reuses the binning of the same X across boosting rounds."""
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)

@@ -36,8 +36,8 @@ def cv_r2(make, X, y, splits):
 def test_tree_classifier_parity(dataset, criterion):
     X, y = LOADERS[dataset](return_X_y=True)
     splits = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
-    ours = cv_accuracy(lambda: registry.get("decision_tree_classifier")(criterion=criterion, random_state=0),
-                       X, y, splits)
+    DTC = registry.get("decision_tree_classifier")
+    ours = cv_accuracy(lambda: DTC(criterion=criterion, random_state=0), X, y, splits)
     ref = cv_accuracy(lambda: sktree.DecisionTreeClassifier(criterion=criterion, random_state=0), X, y, splits)
     assert ours >= ref - 0.015, (ours, ref)
 
@@ -45,7 +45,8 @@ def test_tree_classifier_parity(dataset, criterion):
 def test_gain_ratio_tree_is_competitive():
     X, y = LOADERS["breast_cancer"](return_X_y=True)
     splits = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
-    ours = cv_accuracy(lambda: registry.get("decision_tree_classifier")(criterion="gain_ratio"), X, y, splits)
+    DTC = registry.get("decision_tree_classifier")
+    ours = cv_accuracy(lambda: DTC(criterion="gain_ratio"), X, y, splits)
     ref = cv_accuracy(lambda: sktree.DecisionTreeClassifier(criterion="entropy", random_state=0), X, y, splits)
     assert ours >= ref - 0.03, (ours, ref)
 
@@ -54,7 +55,8 @@ def test_gain_ratio_tree_is_competitive():
 def test_tree_regressor_parity_diabetes(criterion):
     X, y = sklearn_datasets.load_diabetes(return_X_y=True)
     splits = list(KFold(5, shuffle=True, random_state=0).split(X))
-    ours = cv_r2(lambda: registry.get("decision_tree_regressor")(criterion=criterion, max_depth=4), X, y, splits)
+    DTR = registry.get("decision_tree_regressor")
+    ours = cv_r2(lambda: DTR(criterion=criterion, max_depth=4), X, y, splits)
     ref = cv_r2(lambda: sktree.DecisionTreeRegressor(criterion=criterion, max_depth=4, random_state=0),
                 X, y, splits)
     assert ours >= ref - 0.03, (ours, ref)
