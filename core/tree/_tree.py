@@ -330,9 +330,9 @@ def grow_tree(
     children = np.concatenate(out_children).astype(np.intp) if out_children else np.zeros(0, np.intp)
     fracs = np.concatenate(out_fracs) if out_fracs else np.zeros(0)
     return Tree(
-        np.concatenate(out_feat), np.concatenate(out_thr), np.concatenate(out_kind), ptr, children,
-        fracs, np.concatenate(out_val), np.concatenate(out_imp), np.concatenate(out_n),
-        np.concatenate(out_wn), np.concatenate(out_depth),
+        np.concatenate(out_feat).astype(np.int32), np.concatenate(out_thr), np.concatenate(out_kind), ptr,
+        children.astype(np.int32), fracs, np.concatenate(out_val), np.concatenate(out_imp),
+        np.concatenate(out_n), np.concatenate(out_wn), np.concatenate(out_depth).astype(np.int32),
     )
 
 
@@ -728,6 +728,9 @@ class NodeTable:
         self.children = np.concatenate(chs).astype(np.intp)
         self.child_frac = np.concatenate(frs)
         self.value = np.concatenate([t.value for t in trees])
+        if len(trees) > 1:  # the trees keep views into the stacked table, not copies
+            for t, o in zip(trees, offs[:-1], strict=True):
+                t.value = self.value[o : o + t.node_count]
         self.kind = kind
         self.is_leaf = kind == LEAF
         self.max_depth = max(t.max_depth for t in trees)
@@ -736,7 +739,6 @@ class NodeTable:
         ids = np.arange(n)
         # fast path arrays: leaves loop to themselves
         self.feat0 = np.where(kind == LEAF, 0, feat).astype(np.intp)
-        self.feature = feat
         self.thr0 = np.where(kind == NUMERIC, thr, np.inf)
         first = self.child_ptr[:-1]
         ch2 = np.empty((n, 2), dtype=np.intp)
@@ -746,15 +748,18 @@ class NodeTable:
         ch2[:, 1] = np.where(num, self.children[np.minimum(first + 1, max(self.children.size - 1, 0))], ids) \
             if self.children.size else ids
         self.ch2 = ch2.ravel()
-        # present-children CSR for fractional routing
+        # present-children CSR for fractional routing (the full CSR when no category is absent)
         pres = self.children >= 0
-        counts = np.diff(self.child_ptr)
-        owner = np.repeat(ids, counts)
-        pc = np.bincount(owner[pres], minlength=n)
-        self.pptr = np.zeros(n + 1, dtype=np.intp)
-        np.cumsum(pc, out=self.pptr[1:])
-        self.pchildren = self.children[pres]
-        self.pfrac = self.child_frac[pres]
+        if pres.all():
+            self.pptr, self.pchildren, self.pfrac = self.child_ptr, self.children, self.child_frac
+        else:
+            counts = np.diff(self.child_ptr)
+            owner = np.repeat(ids, counts)
+            pc = np.bincount(owner[pres], minlength=n)
+            self.pptr = np.zeros(n + 1, dtype=np.intp)
+            np.cumsum(pc, out=self.pptr[1:])
+            self.pchildren = self.children[pres]
+            self.pfrac = self.child_frac[pres]
 
     # (sample, tree) pairs processed at once: keeps the working set in cache
     _CHUNK_PAIRS = 1 << 16
@@ -848,7 +853,7 @@ class NodeTable:
                 s, t, node, w = s[keep], t[keep], node[keep], w[keep]
                 if not s.size:
                     break
-            x = X[s, self.feature[node]]
+            x = X[s, self.feat0[node]]
             miss = np.isnan(x)
             k = self.kind[node]
             child = np.full(s.size, -1, dtype=np.intp)
