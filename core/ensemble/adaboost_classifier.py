@@ -5,8 +5,8 @@ d^(0) = sample weights normalised; at round m a base learner f^(m) is fitted on
 alpha_m = learning_rate * (log((1 - err) / err) + log(K - 1))  (SAMME, Zhu et al.
 2009; for K = 2 this is twice the notes' 1/2 log((1-err)/err), which only rescales
 the vote); d_n <- d_n exp(alpha_m [y_n != f^(m)(x_n)]), normalised.
-Prediction: argmax_k sum_m alpha_m [f^(m)(x) = k]; predict_proba = softmax of that
-normalised decision divided by (K - 1), as scikit-learn.
+Prediction: argmax_k sum_m alpha_m [f^(m)(x) = k]; predict_proba is the softmax of the
+symmetric SAMME scores (see decision_function), as scikit-learn.
 
 Edge cases (the notes leave them open, notes/000.md §1.24 [GAP]):
 * err = 0: the learner is perfect; it is kept with the large finite weight
@@ -24,7 +24,9 @@ from ..context import NULL_CONTEXT
 from ..params import Any_, Choice, Float, Int, Seed
 from ..random import check_random_state, spawn_seeds
 from ..registry import register
-from ..tree._binning import resolve_categorical
+from ..tree._base import use_hist
+from ..tree._binning import bin_features, resolve_categorical
+from ..tree.decision_tree_classifier import DecisionTreeClassifier
 from ..validation import (
     DataError,
     check_array,
@@ -80,6 +82,11 @@ class AdaBoostClassifier(Classifier):
         lr = p["learning_rate"]
         seeds = spawn_seeds(rng, M)
         members, alphas, errors = [], [], []
+        if cls is DecisionTreeClassifier:
+            # bin X once for every round (the trees only see new sample weights)
+            tp = cls(**bparams)._validated_params()
+            kw["_binned"] = bin_features(X, is_cat, hist=use_hist(tp, X.shape[0]), max_bins=tp["max_bins"],
+                                         rng=check_random_state(0))
         for m in range(M):
             params = dict(bparams)
             if "random_state" in cls.params and "random_state" not in params:
@@ -127,7 +134,8 @@ class AdaBoostClassifier(Classifier):
         return self
 
     def decision_function(self, X):
-        """(n, K) normalised weighted votes sum_m alpha_m [f^(m)(x) = k] / sum_m alpha_m."""
+        """(n, K) symmetric SAMME scores f_k = sum_m alpha_m c_mk / sum_m alpha_m, where
+        c_mk = 1 if f^(m)(x) = k else -1/(K-1) (Zhu et al. 2009; scikit-learn's coding)."""
         check_is_fitted(self, ["estimators_"])
         X = check_array(X, allow_nan=True)
         check_n_features(self, X)
@@ -136,10 +144,13 @@ class AdaBoostClassifier(Classifier):
         rows = np.arange(n)
         for est, a in zip(self.estimators_, self.estimator_weights_, strict=True):
             dec[rows, np.asarray(est.predict(X), dtype=np.intp)] += a
-        return dec / self.estimator_weights_.sum()
+        a = dec / self.estimator_weights_.sum()
+        return a - (1.0 - a) / (K - 1)
 
     def predict_proba(self, X):
-        dec = self.decision_function(X) / (self.n_classes_ - 1)
+        """softmax(f / (K - 1)) for K > 2 and softmax(f) for K = 2 (as scikit-learn)."""
+        K = self.n_classes_
+        dec = self.decision_function(X) / (K - 1 if K > 2 else 1)
         dec = dec - dec.max(axis=1, keepdims=True)
         e = np.exp(dec)
         return e / e.sum(axis=1, keepdims=True)

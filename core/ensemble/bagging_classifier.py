@@ -74,7 +74,8 @@ class BaggingClassifier(Classifier):
             ok = n_oob > 0
             dec = np.where(ok[:, None], total / np.maximum(n_oob, 1)[:, None], np.nan)
             self.oob_decision_function_ = dec
-            self.oob_score_ = float(np.mean(np.argmax(total[ok], axis=1) == codes[ok])) if ok.any() else np.nan
+            hit = np.argmax(total[ok], axis=1) == codes[ok]
+            self.oob_score_ = float(np.mean(hit)) if ok.any() else np.nan
         return self
 
     def _member_proba(self, est, Xs):

@@ -143,8 +143,8 @@ def prepare_X(X, categorical_features, *, name="X"):
 
 
 def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y_raw=None,
-                 stratify=None):
-    """Bin, grow and post-prune one tree; returns the Tree."""
+                 stratify=None, binned=None):
+    """Bin (unless ``binned`` is given, e.g. by AdaBoost across rounds), grow and post-prune one tree."""
     n, f = X.shape
     settings = resolve_tree_settings(p, n, f)
     criterion = p["criterion"]
@@ -159,7 +159,8 @@ def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y
             grow_rows, val_rows = train_test_split_indices(
                 n, p["validation_fraction"], random_state=int(rng.integers(2**31))
             )
-    binned = bin_features(X, is_cat, hist=use_hist(p, n), max_bins=p["max_bins"], rng=rng)
+    if binned is None:
+        binned = bin_features(X, is_cat, hist=use_hist(p, n), max_bins=p["max_bins"], rng=rng)
     tree = grow_tree(
         binned, grow_rows, w[grow_rows], y, criterion=criterion, n_classes=n_classes, rng=rng,
         y_raw=y_raw, **settings,

@@ -29,6 +29,7 @@ value (class distribution or mean), impurity and weighted counts.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import xlogy
 
 from ._binning import Binned
 
@@ -36,33 +37,35 @@ __all__ = ["Tree", "grow_tree", "impurity", "NodeTable"]
 
 LEAF, NUMERIC, CATEGORICAL = 0, 1, 2
 _EPS = 1e-12
+_LN2 = float(np.log(2.0))
 
 
 # ----------------------------------------------------------------------------- impurities
 def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
     """Per-unit-weight impurity of totals ``stats[..., S]``.
 
-    Classification: stats are weighted class counts.  Regression: (W, Wy, Wy^2).
+    Classification: stats are weighted class counts; Gini 1 - sum_k c_k^2 / W^2,
+    entropy H = log2 W - sum_k c_k log2 c_k / W.  Regression: (W, Wy, Wy^2) and the
+    weighted variance.  Reductions over the short class axis use a matrix product
+    (much faster than ``sum(axis=-1)`` on a (n, S) array).
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         if criterion in ("squared_error", "absolute_error"):
             W = stats[..., 0]
             out = (stats[..., 2] - stats[..., 1] ** 2 / W) / W
-            out = np.where(W > 0, np.maximum(out, 0.0), 0.0)
-            return out
-        W = stats.sum(axis=-1)
-        p = stats / W[..., None]
-        p = np.where(np.isfinite(p), p, 0.0)
+            return np.where(W > 0, np.maximum(out, 0.0), 0.0)
+        ones = np.ones(stats.shape[-1])
+        W = stats @ ones
+        pos = W > 0
+        Ws = np.where(pos, W, 1.0)
         if criterion == "gini":
-            return np.where(W > 0, 1.0 - (p * p).sum(axis=-1), 0.0)
-        # entropy / gain_ratio: H = -sum p log2 p
-        lp = np.where(p > 0, np.log2(np.where(p > 0, p, 1.0)), 0.0)
-        return np.where(W > 0, -(p * lp).sum(axis=-1), 0.0)
+            return np.where(pos, np.maximum(1.0 - ((stats * stats) @ ones) / (Ws * Ws), 0.0), 0.0)
+        h = np.log2(Ws) - (xlogy(stats, stats) @ ones) / (Ws * _LN2)
+        return np.where(pos, np.maximum(h, 0.0), 0.0)
 
 
 def _xlog2x(p):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    return xlogy(p, p) / _LN2
 
 
 # ----------------------------------------------------------------------------- fitted tree
@@ -229,7 +232,7 @@ def grow_tree(
         else:
             st = np.bincount(r_node * S + yc[r_s], weights=r_w, minlength=n_level * S).reshape(n_level, S)
         cnt = np.bincount(r_node, weights=r_f, minlength=n_level)
-        Wn = st[:, 0] if regression else st.sum(axis=1)
+        Wn = st[:, 0] if regression else st @ np.ones(S)
         if W_root is None:
             W_root = float(Wn[0])
         imp = impurity(st, criterion)
@@ -327,9 +330,9 @@ def grow_tree(
     children = np.concatenate(out_children).astype(np.intp) if out_children else np.zeros(0, np.intp)
     fracs = np.concatenate(out_fracs) if out_fracs else np.zeros(0)
     return Tree(
-        np.concatenate(out_feat), np.concatenate(out_thr), np.concatenate(out_kind), ptr, children,
-        fracs, np.concatenate(out_val), np.concatenate(out_imp), np.concatenate(out_n),
-        np.concatenate(out_wn), np.concatenate(out_depth),
+        np.concatenate(out_feat).astype(np.int32), np.concatenate(out_thr), np.concatenate(out_kind), ptr,
+        children.astype(np.int32), fracs, np.concatenate(out_val), np.concatenate(out_imp),
+        np.concatenate(out_n), np.concatenate(out_wn), np.concatenate(out_depth).astype(np.int32),
     )
 
 
@@ -357,6 +360,8 @@ def _choose_features(n_nodes, n_features, max_features, rng):
 
 # budget of histogram cells (node x feature x bin) evaluated densely at once
 _DENSE_CELLS = 1 << 22
+# (row, candidate feature) pairs evaluated per chunk of nodes: bounds the peak memory
+_PAIR_BUDGET = 1 << 18
 
 
 def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, n_features,
@@ -368,7 +373,7 @@ def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes,
     Bp1 = binned.missing_code + 1
     results = []
     # chunks of consecutive candidate nodes with a bounded number of (row, feature) pairs
-    row_budget = max(1, (1 << 22) // mf)
+    row_budget = max(1, _PAIR_BUDGET // mf)
     i = 0
     while i < cand.size:
         j = i + 1
@@ -400,16 +405,19 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     s = r_s[ridx]
     fr = r_f[ridx]
     wt = r_w[ridx]
-    fsel = feats[local]  # (R, mf) global feature of each slot
-    cg = codes[s[:, None], fsel].astype(np.int64)  # (R, mf)
-    comb = (local[:, None] * mf + np.arange(mf)) * Bp1 + cg  # (R, mf) sorted-able key
+    if mf == codes.shape[1] and (feats == np.arange(mf)).all():
+        cg = codes[s]  # (R, mf) small-int codes, every feature in order
+    else:
+        cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
+    comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
+    comb += cg
     K = N * mf * Bp1
     M = comb.size
     flat = comb.ravel()
     if regression:
         yv = yc[s]
         chan_vals = (wt, wt * yv, wt * yv * yv)
-    if K <= max(4 * M, 1 << 16) and K * S <= 1 << 26:
+    if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
         cnt_full = np.bincount(flat, weights=np.repeat(fr, mf), minlength=K)
         U = np.flatnonzero(cnt_full)
         cnt = cnt_full[U]
@@ -440,7 +448,8 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     efeat = feats[enode, eslot]
     miss = code == Bp1 - 1
     ecat = binned.is_cat[efeat]
-    W_e = st[:, 0] if regression else st.sum(axis=1)
+    onesS = np.ones(S)
+    W_e = st[:, 0] if regression else st @ onesS
 
     # segment bookkeeping
     new_seg = np.ones(nU, dtype=bool)
@@ -461,8 +470,8 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     ctot = cleft[seg_end][seg_id]
     right = tot - left
     cright = ctot - cleft
-    WL = left[:, 0] if regression else left.sum(axis=1)
-    Wk = tot[:, 0] if regression else tot.sum(axis=1)
+    WL = left[:, 0] if regression else left @ onesS
+    Wk = tot[:, 0] if regression else tot @ onesS
     WR = Wk - WL
     Wnode = Wn[nodes][enode]
     # next entry in the same segment (the next non-empty bin)
@@ -719,6 +728,9 @@ class NodeTable:
         self.children = np.concatenate(chs).astype(np.intp)
         self.child_frac = np.concatenate(frs)
         self.value = np.concatenate([t.value for t in trees])
+        if len(trees) > 1:  # the trees keep views into the stacked table, not copies
+            for t, o in zip(trees, offs[:-1], strict=True):
+                t.value = self.value[o : o + t.node_count]
         self.kind = kind
         self.is_leaf = kind == LEAF
         self.max_depth = max(t.max_depth for t in trees)
@@ -727,7 +739,6 @@ class NodeTable:
         ids = np.arange(n)
         # fast path arrays: leaves loop to themselves
         self.feat0 = np.where(kind == LEAF, 0, feat).astype(np.intp)
-        self.feature = feat
         self.thr0 = np.where(kind == NUMERIC, thr, np.inf)
         first = self.child_ptr[:-1]
         ch2 = np.empty((n, 2), dtype=np.intp)
@@ -737,27 +748,81 @@ class NodeTable:
         ch2[:, 1] = np.where(num, self.children[np.minimum(first + 1, max(self.children.size - 1, 0))], ids) \
             if self.children.size else ids
         self.ch2 = ch2.ravel()
-        # present-children CSR for fractional routing
+        # present-children CSR for fractional routing (the full CSR when no category is absent)
         pres = self.children >= 0
-        counts = np.diff(self.child_ptr)
-        owner = np.repeat(ids, counts)
-        pc = np.bincount(owner[pres], minlength=n)
-        self.pptr = np.zeros(n + 1, dtype=np.intp)
-        np.cumsum(pc, out=self.pptr[1:])
-        self.pchildren = self.children[pres]
-        self.pfrac = self.child_frac[pres]
+        if pres.all():
+            self.pptr, self.pchildren, self.pfrac = self.child_ptr, self.children, self.child_frac
+        else:
+            counts = np.diff(self.child_ptr)
+            owner = np.repeat(ids, counts)
+            pc = np.bincount(owner[pres], minlength=n)
+            self.pptr = np.zeros(n + 1, dtype=np.intp)
+            np.cumsum(pc, out=self.pptr[1:])
+            self.pchildren = self.children[pres]
+            self.pfrac = self.child_frac[pres]
+
+    # (sample, tree) pairs processed at once: keeps the working set in cache
+    _CHUNK_PAIRS = 1 << 16
 
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """(n_samples, n_trees) leaf ids; only for X without NaN and trees without categorical nodes."""
+        n = X.shape[0]
+        T = self.n_trees
+        step = max(1, self._CHUNK_PAIRS // T)
+        if n <= step:
+            return self._leaves_chunk(X)
+        out = np.empty((n, T), dtype=np.intp)
+        for a in range(0, n, step):
+            out[a : a + step] = self._leaves_chunk(X[a : a + step])
+        return out
+
+    def _leaves_chunk(self, X: np.ndarray) -> np.ndarray:
+        # one level per iteration for every (sample, tree) pair; pairs that reached a leaf
+        # are dropped every third level (leaves loop to themselves, so late checks are safe)
         n, f = X.shape
-        node = np.broadcast_to(self.roots, (n, self.n_trees)).copy()
+        T = self.n_trees
+        node = np.tile(self.roots, n)
+        rowbase = np.repeat(np.arange(n, dtype=np.intp) * f, T)
+        out = np.empty(n * T, dtype=np.intp)
+        act = None
         Xf = X.ravel()
-        base = (np.arange(n, dtype=np.intp) * f)[:, None]
-        feat0, thr0, ch2 = self.feat0, self.thr0, self.ch2
-        for _ in range(self.max_depth):
-            x = Xf[base + feat0[node]]
-            node = ch2[2 * node + (x > thr0[node])]
-        return node
+        feat0, thr0, ch2, leaf = self.feat0, self.thr0, self.ch2, self.is_leaf
+        take = np.take
+        if n * T <= 4096:  # small batches (single rows): no compaction bookkeeping
+            for _ in range(self.max_depth):
+                idx = take(feat0, node)
+                idx += rowbase
+                go = take(Xf, idx) > take(thr0, node)
+                node *= 2
+                node += go
+                node = take(ch2, node)
+            return node.reshape(n, T)
+        for d in range(self.max_depth):
+            idx = take(feat0, node)
+            idx += rowbase
+            go = take(Xf, idx) > take(thr0, node)
+            node *= 2
+            node += go
+            node = take(ch2, node)
+            if d % 3 == 2 and d + 1 < self.max_depth:
+                lf = take(leaf, node)
+                if lf.any():
+                    keep = ~lf
+                    if act is None:
+                        out[lf] = node[lf]
+                        act = np.flatnonzero(keep)
+                    else:
+                        out[act[lf]] = node[lf]
+                        act = act[keep]
+                    node = node[keep]
+                    rowbase = rowbase[keep]
+                    if not node.size:
+                        break
+        if act is None:
+            out[:] = node
+        else:
+            out[act] = node
+        return out.reshape(n, T)
 
     def weighted_leaves(self, X: np.ndarray, record_all: bool = False):
         """General path: (sample, tree, leaf, weight) rows, with fractional routing.
@@ -788,7 +853,7 @@ class NodeTable:
                 s, t, node, w = s[keep], t[keep], node[keep], w[keep]
                 if not s.size:
                     break
-            x = X[s, self.feature[node]]
+            x = X[s, self.feat0[node]]
             miss = np.isnan(x)
             k = self.kind[node]
             child = np.full(s.size, -1, dtype=np.intp)
@@ -841,5 +906,11 @@ class NodeTable:
         if not self.needs_general(X):
             if self.n_trees == 1:
                 return self.value[self.leaves(X)[:, 0]]
-            return self.value[self.leaves(X)].mean(axis=1)
+            step = max(1, self._CHUNK_PAIRS // self.n_trees)
+            if n <= step:
+                return self.value[self._leaves_chunk(X)].mean(axis=1)
+            out = np.empty((n, self.value.shape[1]))
+            for a in range(0, n, step):
+                out[a : a + step] = self.value[self._leaves_chunk(X[a : a + step])].mean(axis=1)
+            return out
         return self.per_tree_values(X).mean(axis=1) if n else np.zeros((0, self.value.shape[1]))

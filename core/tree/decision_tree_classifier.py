@@ -40,7 +40,9 @@ class DecisionTreeClassifier(Classifier):
     native_missing = True
     native_categorical = True
 
-    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT,
+            _binned=None):
+        """Fit; ``_binned`` (private) reuses the binning of the same X across boosting rounds."""
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
         if y is None:
@@ -55,7 +57,7 @@ class DecisionTreeClassifier(Classifier):
             w = w * cw[codes]
         rng = check_random_state(p["random_state"])
         tree = fit_one_tree(X, codes, w, is_cat, p, regression=False, n_classes=len(classes), rng=rng,
-                            stratify=codes)
+                            stratify=codes, binned=_binned)
         ctx.step(1, 1)
         imp = tree.feature_importances(X.shape[1])
         self.classes_ = classes
