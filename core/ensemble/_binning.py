@@ -7,9 +7,9 @@ scikit-learn's ``_BinMapper``).  Bin ``b`` holds values ``x`` with
 ``edges[b-1] < x <= edges[b]``, so ``x <= edges[b]`` exactly when ``bin(x) <= b``:
 trees learned on bins can predict on raw values with real thresholds.
 
-Missing values (NaN) go to the dedicated bin ``missing_bin = max_bins`` (255 by
-default), whatever the feature.  Categorical features (category codes 0..k-1,
-k <= max_bins) are binned by their code; NaN, negative or unseen codes go to
+Missing values (NaN) go to one dedicated bin, ``missing_bin`` = the largest
+number of non-missing bins over the features (<= ``max_bins``, so <= 255).
+Categorical features (category codes 0..k-1, k <= max_bins) are binned by their code; NaN, negative or unseen codes go to
 the missing bin.
 """
 
@@ -71,7 +71,8 @@ class BinMapper:
             n_bins[j] = mids.size + 1
         self.edges_ = edges
         self.n_bins_non_missing_ = n_bins
-        self.missing_bin_ = self.max_bins
+        # the missing bin follows the largest feature's bins: histograms are only as wide as needed
+        self.missing_bin_ = int(n_bins.max()) if n_features else self.max_bins
         self.is_categorical_ = cat
         return self
 

@@ -97,7 +97,7 @@ class HistGradientBoostingMixin:
         XvT = mapper.transform_T(X_va) if early else None
         n_tr = X_tr.shape[0]
         missing_bin = mapper.missing_bin_
-        valid_bins = np.arange(p["max_bins"])[None, :] < mapper.n_bins_non_missing_[:, None]
+        valid_bins = np.arange(missing_bin)[None, :] < mapper.n_bins_non_missing_[:, None]
         K = loss.n_outputs
         baseline = np.asarray(loss.baseline(y_tr, w_tr), dtype=np.float64)
         raw = np.tile(baseline, (n_tr, 1))

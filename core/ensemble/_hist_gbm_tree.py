@@ -25,6 +25,7 @@ import numpy as np
 __all__ = ["grow_tree", "TreeEnsemble"]
 
 _MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
+_FLAT_MAX_ROWS = 1024
 
 
 def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
@@ -36,13 +37,30 @@ def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
     histogram is the count histogram.
     """
     n_features = XbT.shape[0]
-    hist = np.empty((3, n_features, n_bins))
-    Hg, Hh, Hc = hist
     if idx is None:
         gi, hi = g, h
     else:
         gi = g.take(idx)
         hi = None if constant_hessian else h.take(idx)
+    if idx is not None and len(idx) <= _FLAT_MAX_ROWS:
+        # small node: one bincount over (feature, bin) pairs beats a Python loop over features
+        m = len(idx)
+        codes = XbT.take(idx, axis=1).astype(np.intp)
+        codes += (np.arange(n_features, dtype=np.intp) * n_bins)[:, None]
+        codes = codes.ravel()
+        size = n_features * n_bins
+        hist = np.empty((3, n_features, n_bins))
+        hist[0] = np.bincount(codes, weights=np.broadcast_to(gi, (n_features, m)).ravel(),
+                              minlength=size).reshape(n_features, n_bins)
+        hist[2] = np.bincount(codes, minlength=size).reshape(n_features, n_bins)
+        if constant_hessian:
+            hist[1] = hist[2]
+        else:
+            hist[1] = np.bincount(codes, weights=np.broadcast_to(hi, (n_features, m)).ravel(),
+                                  minlength=size).reshape(n_features, n_bins)
+        return hist
+    hist = np.empty((3, n_features, n_bins))
+    Hg, Hh, Hc = hist
     for f in range(n_features):
         c = (XbT[f] if idx is None else XbT[f].take(idx)).astype(np.intp)
         Hg[f] = np.bincount(c, weights=gi, minlength=n_bins)
