@@ -9,8 +9,8 @@ trees learned on bins can predict on raw values with real thresholds.
 
 Missing values (NaN) go to one dedicated bin, ``missing_bin`` = the largest
 number of non-missing bins over the features (<= ``max_bins``, so <= 255).
-Categorical features (category codes 0..k-1, k <= max_bins) are binned by their code; NaN, negative or unseen codes go to
-the missing bin.
+Categorical features (category codes 0..k-1, k <= max_bins) are binned by
+their code; NaN, negative or unseen codes go to the missing bin.
 """
 
 from __future__ import annotations
