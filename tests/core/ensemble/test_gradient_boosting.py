@@ -313,3 +313,42 @@ def test_errors():
     est = GradientBoostingRegressor(max_iter=2).fit(Xr, np.arange(30.0))
     with pytest.raises(DataError, match="features"):
         est.predict(np.zeros((2, 3)))
+
+
+# -- native categorical features ----------------------------------------------------------
+def test_categorical_subset_split_in_one_stump():
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 12, 600).astype(float)
+    y = np.isin(c, [1, 4, 6, 9]).astype(int)
+    X = np.column_stack([c, rng.normal(size=600)])
+    est = GradientBoostingClassifier(max_iter=1, max_leaf_nodes=2, min_samples_leaf=1, learning_rate=1.0)
+    est.fit(X, y, categorical_features=[0])
+    assert est.is_categorical_.tolist() == [True, False]
+    ens = est._ensemble
+    assert ens.feature[0] == 0 and ens.cat_index[0] == 0
+    left = np.flatnonzero(ens.cat_table[0][:12])
+    assert left.tolist() in ([1, 4, 6, 9], [0, 2, 3, 5, 7, 8, 10, 11])
+    assert (est.predict(X) == y).all()
+    # NaN and categories never seen in training follow the larger child (the 8 "other" categories)
+    other = est.decision_function([[0.0, 0.0]])[0]
+    for code in (np.nan, 12.0, 40.0, -3.0):
+        assert est.decision_function([[code, 0.0]])[0] == pytest.approx(other)
+    # ordinal thresholds cannot do it in one split
+    ordinal = GradientBoostingClassifier(max_iter=1, max_leaf_nodes=2, min_samples_leaf=1).fit(X, y)
+    assert ordinal.score(X, y) < 1.0
+
+
+def test_categorical_missing_is_its_own_category_and_batch_equals_single_rows():
+    rng = np.random.default_rng(1)
+    c = rng.integers(0, 6, 800).astype(float)
+    c[rng.random(800) < 0.2] = np.nan
+    y = (np.isnan(c) | (c == 2)).astype(int)
+    X = np.column_stack([c, rng.normal(size=800)])
+    est = GradientBoostingClassifier(max_iter=5, min_samples_leaf=5)
+    est.fit(X, y, categorical_features=[True, False])
+    assert est.score(X, y) == 1.0
+    batch = est.predict_proba(X)
+    rows = np.vstack([est.predict_proba(X[i : i + 1]) for i in range(30)])
+    np.testing.assert_allclose(rows, batch[:30], rtol=1e-12)
+    with pytest.raises(DataError, match="categor"):
+        GradientBoostingClassifier().fit(X + 0.5, y, categorical_features=[0])

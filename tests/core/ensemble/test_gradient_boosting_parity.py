@@ -101,3 +101,23 @@ def test_sample_weight_parity():
         ours.append(a.score(X[test], y[test]))
         theirs.append(b.score(X[test], y[test]))
     assert abs(np.mean(ours) - np.mean(theirs)) <= 0.02, (ours, theirs)
+
+
+def test_native_categorical_parity():
+    rng = np.random.default_rng(0)
+    n = 1500
+    c = rng.integers(0, 30, n).astype(float)
+    good = np.isin(c, [1, 4, 6, 9, 13, 17, 22, 28])
+    x = rng.normal(size=n)
+    y = ((1.5 * good + x + rng.normal(scale=0.7, size=n)) > 0.75).astype(int)
+    c[rng.random(n) < 0.1] = np.nan
+    X = np.column_stack([c, x, rng.normal(size=n)])
+    mask = np.array([True, False, False])
+    ours, theirs = [], []
+    for train, test in StratifiedKFold(5, shuffle=True, random_state=0).split(X, y):
+        kw = dict(max_iter=30, early_stopping=False)
+        a = GradientBoostingClassifier(**kw).fit(X[train], y[train], categorical_features=mask)
+        b = HistGradientBoostingClassifier(categorical_features=mask, **kw).fit(X[train], y[train])
+        ours.append(a.score(X[test], y[test]))
+        theirs.append(b.score(X[test], y[test]))
+    assert abs(np.mean(ours) - np.mean(theirs)) <= 0.015, (ours, theirs)
