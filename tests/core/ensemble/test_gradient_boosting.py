@@ -352,3 +352,13 @@ def test_categorical_missing_is_its_own_category_and_batch_equals_single_rows():
     np.testing.assert_allclose(rows, batch[:30], rtol=1e-12)
     with pytest.raises(DataError, match="categor"):
         GradientBoostingClassifier().fit(X + 0.5, y, categorical_features=[0])
+
+
+def test_quantile_edges_match_numpy_percentile():
+    from core.ensemble._binning import _quantiles_sorted
+
+    rng = np.random.default_rng(0)
+    for n in (256, 300, 999, 12345):
+        for data in (rng.normal(size=n), rng.integers(0, 500, n).astype(float)):
+            ref = np.percentile(data, np.linspace(0, 100, 256)[1:-1], method="averaged_inverted_cdf")
+            np.testing.assert_array_equal(_quantiles_sorted(np.sort(data), 255), ref)
