@@ -7,10 +7,10 @@ scikit-learn's ``_BinMapper``).  Bin ``b`` holds values ``x`` with
 ``edges[b-1] < x <= edges[b]``, so ``x <= edges[b]`` exactly when ``bin(x) <= b``:
 trees learned on bins can predict on raw values with real thresholds.
 
-Missing values (NaN) go to the dedicated bin ``missing_bin = max_bins`` (255 by
-default), whatever the feature.  Categorical features (category codes 0..k-1,
-k <= max_bins) are binned by their code; NaN, negative or unseen codes go to
-the missing bin.
+Missing values (NaN) go to one dedicated bin, ``missing_bin`` = the largest
+number of non-missing bins over the features (<= ``max_bins``, so <= 255).
+Categorical features (category codes 0..k-1, k <= max_bins) are binned by
+their code; NaN, negative or unseen codes go to the missing bin.
 """
 
 from __future__ import annotations
@@ -22,6 +22,21 @@ from ..validation import DataError
 __all__ = ["BinMapper"]
 
 _SUBSAMPLE = 200_000
+
+
+def _quantiles_sorted(s: np.ndarray, max_bins: int) -> np.ndarray:
+    """``np.percentile(s, linspace(0, 100, max_bins + 1)[1:-1], method="averaged_inverted_cdf")``
+    for already sorted ``s`` (no second partition): with ``g = n q``, the value is
+    ``s[g]`` when ``g`` is fractional and the mean of ``s[g-1]`` and ``s[g]`` when integral."""
+    n = s.size
+    q = np.linspace(0, 100, num=max_bins + 1)[1:-1] / 100.0
+    v = n * q - 1.0  # numpy's virtual index for this method
+    j = np.floor(v)
+    exact = (v - j) == 0
+    j = j.astype(np.intp)
+    lo = s[np.clip(j, 0, n - 1)]
+    hi = s[np.clip(j + 1, 0, n - 1)]
+    return np.where(exact, lo + 0.5 * (hi - lo), hi)
 
 
 class BinMapper:
@@ -61,17 +76,18 @@ class BinMapper:
                 edges.append(np.empty(0))
                 n_bins[j] = 1
                 continue
-            distinct = np.unique(col)
+            col = np.sort(col)
+            distinct = col[np.concatenate(([True], col[1:] != col[:-1]))]
             if distinct.size <= self.max_bins:
                 mids = 0.5 * (distinct[:-1] + distinct[1:])
             else:
-                pct = np.linspace(0, 100, num=self.max_bins + 1)[1:-1]
-                mids = np.unique(np.percentile(col, pct, method="averaged_inverted_cdf"))
+                mids = np.unique(_quantiles_sorted(col, self.max_bins))
             edges.append(np.ascontiguousarray(mids, dtype=np.float64))
             n_bins[j] = mids.size + 1
         self.edges_ = edges
         self.n_bins_non_missing_ = n_bins
-        self.missing_bin_ = self.max_bins
+        # the missing bin follows the largest feature's bins: histograms are only as wide as needed
+        self.missing_bin_ = int(n_bins.max()) if n_features else self.max_bins
         self.is_categorical_ = cat
         return self
 

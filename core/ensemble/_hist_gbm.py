@@ -68,6 +68,7 @@ class HistGradientBoostingMixin:
 
     supports_sample_weight = True
     native_missing = True
+    native_categorical = True
     reports_progress = True
 
     @classmethod
@@ -97,7 +98,8 @@ class HistGradientBoostingMixin:
         XvT = mapper.transform_T(X_va) if early else None
         n_tr = X_tr.shape[0]
         missing_bin = mapper.missing_bin_
-        valid_bins = np.arange(p["max_bins"])[None, :] < mapper.n_bins_non_missing_[:, None]
+        valid_bins = np.arange(missing_bin)[None, :] < mapper.n_bins_non_missing_[:, None]
+        valid_bins[mapper.is_categorical_] = False  # categorical features: subset splits instead
         K = loss.n_outputs
         baseline = np.asarray(loss.baseline(y_tr, w_tr), dtype=np.float64)
         raw = np.tile(baseline, (n_tr, 1))
@@ -116,6 +118,7 @@ class HistGradientBoostingMixin:
             max_leaf_nodes=p["max_leaf_nodes"],
             max_depth=p["max_depth"],
             min_samples_leaf=p["min_samples_leaf"],
+            categorical=np.flatnonzero(mapper.is_categorical_),
         )
 
         def total_loss(yy, rr, ww):

@@ -25,6 +25,7 @@ import numpy as np
 __all__ = ["grow_tree", "TreeEnsemble"]
 
 _MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
+_FLAT_MAX_ROWS = 1024
 
 
 def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
@@ -36,13 +37,30 @@ def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
     histogram is the count histogram.
     """
     n_features = XbT.shape[0]
-    hist = np.empty((3, n_features, n_bins))
-    Hg, Hh, Hc = hist
     if idx is None:
         gi, hi = g, h
     else:
         gi = g.take(idx)
         hi = None if constant_hessian else h.take(idx)
+    if idx is not None and len(idx) <= _FLAT_MAX_ROWS:
+        # small node: one bincount over (feature, bin) pairs beats a Python loop over features
+        m = len(idx)
+        codes = XbT.take(idx, axis=1).astype(np.intp)
+        codes += (np.arange(n_features, dtype=np.intp) * n_bins)[:, None]
+        codes = codes.ravel()
+        size = n_features * n_bins
+        hist = np.empty((3, n_features, n_bins))
+        hist[0] = np.bincount(codes, weights=np.broadcast_to(gi, (n_features, m)).ravel(),
+                              minlength=size).reshape(n_features, n_bins)
+        hist[2] = np.bincount(codes, minlength=size).reshape(n_features, n_bins)
+        if constant_hessian:
+            hist[1] = hist[2]
+        else:
+            hist[1] = np.bincount(codes, weights=np.broadcast_to(hi, (n_features, m)).ravel(),
+                                  minlength=size).reshape(n_features, n_bins)
+        return hist
+    hist = np.empty((3, n_features, n_bins))
+    Hg, Hh, Hc = hist
     for f in range(n_features):
         c = (XbT[f] if idx is None else XbT[f].take(idx)).astype(np.intp)
         Hg[f] = np.bincount(c, weights=gi, minlength=n_bins)
@@ -91,7 +109,48 @@ def _best_split(hist, G, H, C, valid_bins, l2, min_samples_leaf):
                     miss_left = bool(CL[f, b] >= C - CL[f, b])
                 else:
                     miss_left = direction == 1
-                best = (float(gk), f, b, miss_left, float(GL[f, b]), float(HL[f, b]), int(CL[f, b]))
+                best = (float(gk), f, b, miss_left, float(GL[f, b]), float(HL[f, b]), int(CL[f, b]), None)
+    return best
+
+
+_CAT_SMOOTH = 10.0  # scikit-learn's smoothing of G/H when ordering categories
+
+
+def _best_categorical_split(hist, G, H, C, features, missing_bin, l2, min_samples_leaf, best):
+    """Improve ``best`` with category-subset splits of the categorical ``features``.
+
+    Categories present in the node (the missing bin counts as one more category)
+    are ordered by ``G_c / (H_c + 10)``; the left child is a prefix of that order
+    (Fisher 1958; LightGBM / scikit-learn), scored with the same gain formula.
+    Returns the split with a boolean ``cat_set`` over bins 0..missing_bin.
+    """
+    parent = G * G / (H + l2) if H + l2 > 0 else 0.0
+    for f in features:
+        present = np.flatnonzero(hist[2, f] > 0)
+        if len(present) < 2:
+            continue
+        Gc, Hc, Cc = hist[0, f, present], hist[1, f, present], hist[2, f, present]
+        order = np.argsort(Gc / (Hc + _CAT_SMOOTH), kind="stable")
+        GL = np.cumsum(Gc[order])[:-1]
+        HL = np.cumsum(Hc[order])[:-1]
+        CL = np.cumsum(Cc[order])[:-1]
+        HR = H - HL
+        ok = (CL >= min_samples_leaf) & (C - CL >= min_samples_leaf)
+        ok &= (HL >= _MIN_HESSIAN) & (HR >= _MIN_HESSIAN)
+        if not ok.any():
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gain = GL * GL / (HL + l2) + (G - GL) ** 2 / (HR + l2) - parent
+        gain = np.where(ok, gain, -np.inf)
+        j = int(np.argmax(gain))
+        if gain[j] > 0 and (best is None or gain[j] > best[0]):
+            cat_set = np.zeros(missing_bin + 1, dtype=bool)
+            cat_set[present[order[: j + 1]]] = True
+            if hist[2, f, missing_bin] == 0:
+                # no missing value here: NaN / unseen categories follow the larger child
+                cat_set[missing_bin] = bool(CL[j] >= C - CL[j])
+            best = (float(gain[j]), int(f), 0, bool(cat_set[missing_bin]), float(GL[j]), float(HL[j]),
+                    int(CL[j]), cat_set)
     return best
 
 
@@ -110,7 +169,7 @@ class _Node:
 
 
 def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_rate, l2,
-              max_leaf_nodes, max_depth, min_samples_leaf, G=None, H=None):
+              max_leaf_nodes, max_depth, min_samples_leaf, categorical=(), G=None, H=None):
     """Grow one tree leaf-wise (best-gain leaf first).
 
     Returns ``(nodes, leaves)``: ``nodes`` is a dict of flat lists (feature, bin,
@@ -120,6 +179,7 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
     n = XbT.shape[1]
     n_bins = missing_bin + 1
     feature, bins, miss_left, left, right, value = [], [], [], [], [], []
+    cats: dict[int, np.ndarray] = {}  # node id -> bins going left (categorical splits)
 
     def new_node(idx, G, H, C, depth):
         node = _Node(len(feature), idx, G, H, C, depth)
@@ -144,6 +204,9 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
 
     def consider(node):
         node.split = _best_split(node.hist, node.G, node.H, node.C, valid_bins, l2, min_samples_leaf)
+        if len(categorical):
+            node.split = _best_categorical_split(node.hist, node.G, node.H, node.C, categorical, missing_bin,
+                                                 l2, min_samples_leaf, node.split)
         if node.split is not None:
             heapq.heappush(heap, (-node.split[0], node.id, node))
         else:
@@ -156,11 +219,14 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
     n_leaves = 1
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
-        _, f, b, mleft, GL, HL, CL = node.split
+        _, f, b, mleft, GL, HL, CL, cat_set = node.split
         col = XbT[f] if node.idx is None else XbT[f].take(node.idx)
-        go_left = col <= b
-        if mleft:
-            go_left |= col == missing_bin
+        if cat_set is not None:
+            go_left = cat_set[col]
+        else:
+            go_left = col <= b
+            if mleft:
+                go_left |= col == missing_bin
         if node.idx is None:
             idx_l = np.flatnonzero(go_left)
             idx_r = np.flatnonzero(~go_left)
@@ -173,6 +239,8 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
         rnode = new_node(idx_r, node.G - GL, node.H - HL, node.C - CL, node.depth + 1)
         feature[node.id] = f
         bins[node.id] = b
+        if cat_set is not None:
+            cats[node.id] = cat_set
         miss_left[node.id] = mleft
         left[node.id] = lnode.id
         right[node.id] = rnode.id
@@ -202,6 +270,7 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
         "left": left,
         "right": right,
         "value": value,
+        "cats": cats,
     }
     return nodes, [(nd.id, nd.idx) for nd in leaves.values()]
 
@@ -220,6 +289,7 @@ class TreeEnsemble:
         self.missing_bin = missing_bin
         self._parts: list = []
         self._n = 0
+        self._cat_sets: list = []
 
     def add(self, nodes: dict, edges: list, output: int) -> None:
         k = len(nodes["feature"])
@@ -227,9 +297,17 @@ class TreeEnsemble:
         b = np.asarray(nodes["bin"], dtype=np.intp)
         thr = np.full(k, np.inf)
         internal = np.asarray(nodes["left"]) != np.arange(k)
+        cat_index = np.full(k, -1, dtype=np.intp)
         for i in np.flatnonzero(internal):
             e = edges[feat[i]]
             thr[i] = e[b[i]] if b[i] < len(e) else np.inf
+        for i, cat_set in nodes.get("cats", {}).items():
+            cat_set = cat_set.copy()
+            # categories never seen in training (codes >= k) follow the missing values
+            cat_set[len(edges[feat[i]]) + 1 : self.missing_bin] = cat_set[self.missing_bin]
+            cat_index[i] = len(self._cat_sets)
+            self._cat_sets.append(cat_set)
+            thr[i] = np.nan
         self._parts.append(
             (
                 feat,
@@ -242,6 +320,7 @@ class TreeEnsemble:
                 output,
                 self._n,
                 internal,
+                cat_index,
             )
         )
         self._n += k
@@ -261,10 +340,17 @@ class TreeEnsemble:
             self.right = cat(5, np.intp)
             self.value = cat(6, np.float64)
             self.is_internal = cat(9, bool)
+            self.cat_index = cat(10, np.intp)
         else:
             self.feature = self.bin = self.left = self.right = np.zeros(0, np.intp)
             self.threshold = self.value = np.zeros(0)
             self.missing_left = self.is_internal = np.zeros(0, bool)
+            self.cat_index = np.zeros(0, np.intp)
+        self.cat_table = (
+            np.array(self._cat_sets, dtype=bool) if self._cat_sets
+            else np.zeros((0, self.missing_bin + 1), dtype=bool)
+        )
+        self._cat_sets = []
         self.roots = np.array([p[8] for p in parts], dtype=np.intp)
         self.tree_output = np.array([p[7] for p in parts], dtype=np.intp)
         self.n_trees = len(parts)
@@ -304,11 +390,17 @@ class TreeEnsemble:
         row = (np.arange(n, dtype=np.intp) * n_features)[:, None]
         node = np.broadcast_to(self.roots, (n, self.n_trees)).copy()
         has_missing_left = bool(self.missing_left.any())
+        has_cat = len(self.cat_table) > 0
         for _ in range(self.max_depth):
             x = flat[row + self.feature[node]]
             go = x <= self.threshold[node]
             if has_missing_left:
                 go |= np.isnan(x) & self.missing_left[node]
+            if has_cat:
+                ci = self.cat_index[node]
+                m = ci >= 0
+                if m.any():
+                    go[m] = self.cat_table[ci[m], _category_codes(x[m], self.missing_bin)]
             node = np.where(go, self.left[node], self.right[node])
         vals = self.value[node]
         if self.n_outputs == 1:
@@ -326,11 +418,19 @@ class TreeEnsemble:
         for t in range(self.n_trees):
             o = out[:, self.tree_output[t]] if self.n_outputs > 1 else out[:, 0]
             route_tree(cols, int(self.roots[t]), self.feature, thr, self.missing_left, self.left,
-                       self.right, self.value, self.is_internal, o, miss)
+                       self.right, self.value, self.is_internal, o, miss, self.cat_index, self.cat_table,
+                       self.missing_bin)
         return out
 
 
-def route_tree(cols, root, feat, thr, mleft, left, right, value, internal, out, missing_bin=None):
+def _category_codes(x, missing_bin):
+    """Real category codes -> bin index (NaN, negative and too large -> the missing bin)."""
+    ok = (x >= 0) & (x < missing_bin)
+    return np.where(ok, x, missing_bin).astype(np.intp)
+
+
+def route_tree(cols, root, feat, thr, mleft, left, right, value, internal, out, missing_bin=None,
+               cat_index=None, cat_table=None, n_missing_bin=None):
     """Add one tree's leaf values to ``out`` by partitioning row indices node by node.
 
     ``cols`` is feature-major (F, n): real values (NaN = missing) or bins
@@ -347,9 +447,13 @@ def route_tree(cols, root, feat, thr, mleft, left, right, value, internal, out, 
             continue
         col = cols[feat[node]]
         x = col if idx is None else col.take(idx)
-        go = x <= thr[node]
-        if mleft[node]:
-            go |= np.isnan(x) if missing_bin is None else (x == missing_bin)
+        if cat_index is not None and cat_index[node] >= 0:
+            cat_set = cat_table[cat_index[node]]
+            go = cat_set[x] if missing_bin is not None else cat_set[_category_codes(x, n_missing_bin)]
+        else:
+            go = x <= thr[node]
+            if mleft[node]:
+                go |= np.isnan(x) if missing_bin is None else (x == missing_bin)
         if idx is None:
             li = np.flatnonzero(go)
             ri = np.flatnonzero(~go)
@@ -366,7 +470,12 @@ def predict_nodes_binned(nodes: dict, XbT: np.ndarray, missing_bin: int, out: np
     """Add the output of one freshly grown tree (``grow_tree`` lists) on binned data to ``out``."""
     left = np.asarray(nodes["left"], dtype=np.intp)
     internal = left != np.arange(len(left))
+    cats = nodes.get("cats") or {}
+    cat_index = np.full(len(left), -1, dtype=np.intp)
+    for j, i in enumerate(cats):
+        cat_index[i] = j
+    cat_table = np.array(list(cats.values()), dtype=bool) if cats else None
     route_tree(XbT, 0, np.asarray(nodes["feature"], dtype=np.intp), np.asarray(nodes["bin"], dtype=np.intp),
                np.asarray(nodes["missing_left"], dtype=bool), left,
                np.asarray(nodes["right"], dtype=np.intp), np.asarray(nodes["value"], dtype=np.float64),
-               internal, out, missing_bin)
+               internal, out, missing_bin, cat_index if cats else None, cat_table, missing_bin)

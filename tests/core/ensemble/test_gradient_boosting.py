@@ -1,0 +1,364 @@
+"""Histogram gradient boosting: losses, one-iteration hand computations, trees, missing values,
+early stopping, sample weights, progress."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.context import FitCancelled, FitContext
+from core.ensemble._binning import BinMapper
+from core.ensemble._hist_gbm_loss import (
+    AbsoluteError,
+    BinaryLogLoss,
+    MultinomialLogLoss,
+    SquaredError,
+)
+from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
+from core.ensemble.gradient_boosting_regressor import GradientBoostingRegressor
+from core.params import ParamError
+from core.validation import DataError
+
+
+# -- losses ------------------------------------------------------------------------------
+def _numeric_grad(loss_fn, raw, eps=1e-6):
+    grad = np.zeros_like(raw)
+    it = np.nditer(raw, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        up, dn = raw.copy(), raw.copy()
+        up[i] += eps
+        dn[i] -= eps
+        grad[i] = (loss_fn(up) - loss_fn(dn)) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("loss", [SquaredError(), BinaryLogLoss(), AbsoluteError()])
+def test_gradients_match_finite_differences(loss):
+    rng = np.random.default_rng(0)
+    n = 7
+    y = rng.integers(0, 2, n).astype(float) if isinstance(loss, BinaryLogLoss) else rng.normal(size=n)
+    raw = rng.normal(size=n) + (0.3 if isinstance(loss, AbsoluteError) else 0.0)
+    w = rng.uniform(0.5, 2.0, size=n)
+    g, h = np.empty(n), np.empty(n)
+    loss.grad_hess(y, raw, w, g, h)
+    # loss() is the weighted mean; the per-sample gradient is d(sum_i w_i l_i)/d raw_i
+    num = _numeric_grad(lambda r: loss.loss(y, r, w) * w.sum(), raw)
+    np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-6)
+    if isinstance(loss, BinaryLogLoss):
+        num_h = _numeric_grad(lambda r: _grad(loss, y, r, w).sum(), raw)
+        np.testing.assert_allclose(h, num_h, rtol=1e-4, atol=1e-6)
+    elif isinstance(loss, SquaredError) and not isinstance(loss, AbsoluteError):
+        np.testing.assert_allclose(h, w)
+
+
+def _grad(loss, y, raw, w):
+    g, h = np.empty_like(raw), np.empty_like(raw)
+    loss.grad_hess(y, raw, w, g, h)
+    return g
+
+
+def test_multinomial_gradient_and_diagonal_hessian():
+    rng = np.random.default_rng(1)
+    n, K = 6, 3
+    y = rng.integers(0, K, n)
+    raw = rng.normal(size=(n, K))
+    loss = MultinomialLogLoss(K)
+    g, h = np.empty((K, n)), np.empty((K, n))
+    loss.grad_hess(y, raw, None, g, h)
+    num = _numeric_grad(lambda r: loss.loss(y, r, None) * n, raw)
+    np.testing.assert_allclose(g.T, num, rtol=1e-5, atol=1e-7)
+    p = np.exp(raw) / np.exp(raw).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(h.T, p * (1 - p))
+    # baseline: centred log class priors
+    base = loss.baseline(y, None)
+    prior = np.bincount(y, minlength=K) / n
+    np.testing.assert_allclose(np.exp(base) / np.exp(base).sum(), prior)
+
+
+# -- one boosting iteration by hand -------------------------------------------------------
+def test_regression_one_iteration_by_hand():
+    X = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]])
+    y = np.array([1.0, 2.0, 1.5, 7.0, 8.0, 9.0])
+    lr, l2 = 0.3, 0.5
+    est = GradientBoostingRegressor(
+        max_iter=1, learning_rate=lr, l2_regularization=l2, max_leaf_nodes=2, min_samples_leaf=1
+    ).fit(X, y)
+    base = y.mean()
+    g = base - y  # h = 1
+    # best stump: evaluate every threshold by the gain formula
+    gains = []
+    for t in range(1, 6):
+        GL, HL, GR, HR = g[:t].sum(), t, g[t:].sum(), 6 - t
+        gains.append(GL**2 / (HL + l2) + GR**2 / (HR + l2))
+    t = int(np.argmax(gains)) + 1
+    assert t == 3
+    left = base - lr * g[:t].sum() / (t + l2)
+    right = base - lr * g[t:].sum() / (6 - t + l2)
+    expected = np.where(X[:, 0] < t, left, right)
+    np.testing.assert_allclose(est.predict(X), expected, rtol=1e-12)
+    # threshold at the midpoint of 2 and 3
+    np.testing.assert_allclose(est.predict([[2.49], [2.51]]), [left, right])
+
+
+def test_binary_one_iteration_by_hand():
+    X = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0], [6.0]])
+    y = np.array([0, 0, 1, 0, 1, 1, 1])
+    lr, l2 = 0.5, 0.2
+    est = GradientBoostingClassifier(
+        max_iter=1, learning_rate=lr, l2_regularization=l2, max_leaf_nodes=2, min_samples_leaf=2
+    ).fit(X, y)
+    p0 = y.mean()
+    f0 = np.log(p0 / (1 - p0))
+    g = p0 - y
+    h = np.full(7, p0 * (1 - p0))
+    best = None
+    for t in range(2, 6):  # min_samples_leaf = 2 on both sides
+        G_L, H_L, G_R, H_R = g[:t].sum(), h[:t].sum(), g[t:].sum(), h[t:].sum()
+        gain = G_L**2 / (H_L + l2) + G_R**2 / (H_R + l2)
+        if best is None or gain > best[0]:
+            best = (gain, t, G_L, H_L, G_R, H_R)
+    _, t, G_L, H_L, G_R, H_R = best
+    raw = np.where(np.arange(7) < t, f0 - lr * G_L / (H_L + l2), f0 - lr * G_R / (H_R + l2))
+    np.testing.assert_allclose(est.decision_function(X), raw, rtol=1e-12)
+    np.testing.assert_allclose(est.predict_proba(X)[:, 1], 1 / (1 + np.exp(-raw)), rtol=1e-12)
+
+
+def test_multiclass_one_iteration_grows_one_tree_per_class():
+    X = np.arange(9, dtype=float)[:, None]
+    y = np.array(["a"] * 3 + ["b"] * 3 + ["c"] * 3)
+    lr = 0.1
+    est = GradientBoostingClassifier(max_iter=1, learning_rate=lr, max_leaf_nodes=2, min_samples_leaf=3)
+    est.fit(X, y)
+    assert est.n_trees_per_iteration_ == 3 and est._ensemble.n_trees == 3
+    # uniform priors -> baseline 0, p = 1/3, g = 1/3 - [y=k], h = 2/9
+    raw = est.decision_function(X)
+    # class "a": the best split isolates the three "a" rows: leaf value -lr * G / H
+    G_in, H_in = 3 * (1 / 3 - 1), 3 * 2 / 9
+    np.testing.assert_allclose(raw[:3, 0], -lr * G_in / H_in)
+    assert list(est.classes_) == ["a", "b", "c"]
+    assert (est.predict(X) == y).all()
+
+
+def test_absolute_error_leaves_are_median_residuals():
+    X = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]])
+    y = np.array([0.0, 1.0, 10.0, 20.0, 21.0, 50.0])
+    est = GradientBoostingRegressor(
+        loss="absolute_error", max_iter=1, learning_rate=1.0, max_leaf_nodes=2, min_samples_leaf=3
+    ).fit(X, y)
+    base = np.median(y)
+    expected = np.where(X[:, 0] < 3, base + np.median(y[:3] - base), base + np.median(y[3:] - base))
+    np.testing.assert_allclose(est.predict(X), expected)
+
+
+# -- trees -------------------------------------------------------------------------------
+def _leaves_and_depth(ens, t):
+    lo, hi = ens.tree_slices[t]
+    internal = ens.is_internal[lo:hi]
+    return int((~internal).sum())
+
+
+def test_tree_size_limits():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 5))
+    y = np.sin(X[:, 0] * 2) + X[:, 1] ** 2 + 0.1 * rng.normal(size=600)
+    est = GradientBoostingRegressor(max_iter=5, max_leaf_nodes=7, min_samples_leaf=5).fit(X, y)
+    assert all(_leaves_and_depth(est._ensemble, t) <= 7 for t in range(5))
+    assert _leaves_and_depth(est._ensemble, 0) == 7
+    est = GradientBoostingRegressor(max_iter=5, max_leaf_nodes=None, max_depth=2, min_samples_leaf=5)
+    est.fit(X, y)
+    assert est._ensemble.max_depth == 2
+    est = GradientBoostingRegressor(max_iter=1, min_samples_leaf=100).fit(X, y)
+    # each leaf keeps at least 100 training rows (leaf values are distinct)
+    _, counts = np.unique(est.predict(X), return_counts=True)
+    assert len(counts) >= 3 and counts.min() >= 100
+
+
+def test_binning_quantiles_and_missing_bin():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=1000), rng.integers(0, 5, 1000).astype(float)])
+    X[::10, 0] = np.nan
+    bm = BinMapper(16).fit(X, rng)
+    Xb = bm.transform_T(X)
+    assert Xb.dtype == np.uint8
+    assert bm.n_bins_non_missing_.tolist() == [16, 5]
+    assert bm.missing_bin_ == 16
+    assert (Xb[0, ::10] == 16).all() and (Xb[0, 1::10] < 16).all()
+    # bins are roughly equally populated
+    counts = np.bincount(Xb[0][Xb[0] < 16], minlength=16)
+    assert counts.min() > 0.8 * 900 / 16
+    # bin b holds edges[b-1] < x <= edges[b]
+    e = bm.edges_[1]
+    np.testing.assert_allclose(e, [0.5, 1.5, 2.5, 3.5])
+    assert (Xb[1] == X[:, 1]).all()
+
+
+def test_single_row_equals_batch_prediction():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 6))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) > 0).astype(int)
+    est = GradientBoostingClassifier(max_iter=20, random_state=0).fit(X, y)
+    batch = est.predict_proba(X)
+    rows = np.vstack([est.predict_proba(X[i : i + 1]) for i in range(40)])
+    np.testing.assert_allclose(rows, batch[:40], rtol=1e-12)
+    # the binned (training) route and the raw-threshold route agree
+    out = np.zeros((400, 1))
+    est._ensemble.predict_raw(est._bin_mapper.transform_T(X), out, binned=True)
+    np.testing.assert_allclose(out[:, 0] + est._baseline[0], est.decision_function(X), rtol=1e-12)
+
+
+# -- missing values ----------------------------------------------------------------------
+def test_missing_direction_is_learned():
+    rng = np.random.default_rng(0)
+    n = 600
+    X = rng.normal(size=(n, 3))
+    y = rng.integers(0, 2, n)
+    # the label is carried only by missingness of feature 0
+    X[y == 1, 0] = np.nan
+    est = GradientBoostingClassifier(max_iter=10, random_state=0).fit(X, y)
+    assert est.score(X, y) == 1.0
+    Xt = rng.normal(size=(50, 3))
+    Xt[:25, 0] = np.nan
+    assert (est.predict(Xt[:25]) == 1).all() and (est.predict(Xt[25:]) == 0).all()
+
+
+def test_missing_at_predict_only_goes_to_larger_child():
+    X = np.arange(100, dtype=float)[:, None]
+    y = (X[:, 0] >= 30).astype(float)
+    est = GradientBoostingRegressor(max_iter=1, max_leaf_nodes=2, learning_rate=1.0).fit(X, y)
+    # no NaN seen at fit: NaN follows the child with more samples (x >= 30, 70 rows)
+    assert est.predict([[np.nan]])[0] == pytest.approx(est.predict([[80.0]])[0])
+
+
+# -- early stopping ----------------------------------------------------------------------
+def test_early_stopping_stops_and_auto_rule():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 5))
+    y = (X[:, 0] + rng.normal(scale=2.0, size=1500) > 0).astype(int)  # noisy: overfits fast
+    est = GradientBoostingClassifier(
+        max_iter=300, early_stopping=True, n_iter_no_change=5, random_state=0
+    ).fit(X, y)
+    assert est.n_iter_ < 100
+    assert len(est.validation_score_) == est.n_iter_ + 1
+    best = int(np.argmax(est.validation_score_))
+    assert est.n_iter_ - best >= 5  # stopped after 5 iterations without improvement
+    auto = GradientBoostingClassifier(max_iter=15, random_state=0).fit(X, y)  # auto: off below 10000 rows
+    assert auto.n_iter_ == 15 and auto.validation_score_.size == 0
+    reg = GradientBoostingRegressor(max_iter=300, early_stopping=True, n_iter_no_change=3, random_state=1)
+    reg.fit(X, X[:, 0] + rng.normal(size=1500))
+    assert reg.n_iter_ < 300
+
+
+# -- sample weights ----------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [GradientBoostingRegressor, GradientBoostingClassifier])
+def test_integer_sample_weight_equals_repeated_rows(cls):
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 20, size=(120, 3)).astype(float)
+    y = X[:, 0] - X[:, 1] + rng.normal(size=120)
+    if cls is GradientBoostingClassifier:
+        y = (y > 0).astype(int)
+    w = rng.integers(1, 4, 120)
+    kw = dict(max_iter=10, min_samples_leaf=1, max_leaf_nodes=8)
+    a = cls(**kw).fit(X, y, sample_weight=w.astype(float))
+    b = cls(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    fa = a.predict(X) if cls is GradientBoostingRegressor else a.decision_function(X)
+    fb = b.predict(X) if cls is GradientBoostingRegressor else b.decision_function(X)
+    np.testing.assert_allclose(fa, fb, rtol=1e-8, atol=1e-10)
+
+
+def test_zero_weight_rows_are_ignored():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X[:, 0] * 2.0
+    w = np.ones(200)
+    y_bad = y.copy()
+    y_bad[:50] = 1000.0
+    w[:50] = 0.0
+    est = GradientBoostingRegressor(max_iter=30, min_samples_leaf=5).fit(X, y_bad, sample_weight=w)
+    assert abs(est.predict(X[50:]) - y[50:]).max() < 3.0
+
+
+# -- progress, errors --------------------------------------------------------------------
+def test_one_progress_step_per_iteration_and_cancel():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    calls = []
+    ctx = FitContext(on_progress=lambda f, m: calls.append((f, m)), min_interval=0.0)
+    GradientBoostingClassifier(max_iter=12).fit(X, y, ctx=ctx)
+    assert len(calls) == 12
+    assert calls[-1][0] == 1.0 and calls[0][1]["iteration"] == 1
+    n = [0]
+
+    def cancel():
+        n[0] += 1
+        return n[0] > 3
+
+    est = GradientBoostingClassifier(max_iter=50)
+    with pytest.raises(FitCancelled):
+        est.fit(X, y, ctx=FitContext(is_cancelled=cancel, cancel_interval=0.0))
+    assert not hasattr(est, "n_iter_")
+
+
+def test_errors():
+    X = np.zeros((10, 2))
+    with pytest.raises(ParamError, match="max_bins"):
+        GradientBoostingRegressor(max_bins=256).fit(X, np.zeros(10))
+    with pytest.raises(DataError):
+        GradientBoostingClassifier().fit(X, np.zeros(10))
+    with pytest.raises(DataError, match="infinity"):
+        GradientBoostingRegressor().fit(np.full((10, 2), np.inf), np.zeros(10))
+    Xr = np.random.default_rng(0).normal(size=(30, 2))
+    est = GradientBoostingRegressor(max_iter=2).fit(Xr, np.arange(30.0))
+    with pytest.raises(DataError, match="features"):
+        est.predict(np.zeros((2, 3)))
+
+
+# -- native categorical features ----------------------------------------------------------
+def test_categorical_subset_split_in_one_stump():
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 12, 600).astype(float)
+    y = np.isin(c, [1, 4, 6, 9]).astype(int)
+    X = np.column_stack([c, rng.normal(size=600)])
+    est = GradientBoostingClassifier(max_iter=1, max_leaf_nodes=2, min_samples_leaf=1, learning_rate=1.0)
+    est.fit(X, y, categorical_features=[0])
+    assert est.is_categorical_.tolist() == [True, False]
+    ens = est._ensemble
+    assert ens.feature[0] == 0 and ens.cat_index[0] == 0
+    left = np.flatnonzero(ens.cat_table[0][:12])
+    assert left.tolist() in ([1, 4, 6, 9], [0, 2, 3, 5, 7, 8, 10, 11])
+    assert (est.predict(X) == y).all()
+    # NaN and categories never seen in training follow the larger child (the 8 "other" categories)
+    other = est.decision_function([[0.0, 0.0]])[0]
+    for code in (np.nan, 12.0, 40.0, -3.0):
+        assert est.decision_function([[code, 0.0]])[0] == pytest.approx(other)
+    # ordinal thresholds cannot do it in one split
+    ordinal = GradientBoostingClassifier(max_iter=1, max_leaf_nodes=2, min_samples_leaf=1).fit(X, y)
+    assert ordinal.score(X, y) < 1.0
+
+
+def test_categorical_missing_is_its_own_category_and_batch_equals_single_rows():
+    rng = np.random.default_rng(1)
+    c = rng.integers(0, 6, 800).astype(float)
+    c[rng.random(800) < 0.2] = np.nan
+    y = (np.isnan(c) | (c == 2)).astype(int)
+    X = np.column_stack([c, rng.normal(size=800)])
+    est = GradientBoostingClassifier(max_iter=5, min_samples_leaf=5)
+    est.fit(X, y, categorical_features=[True, False])
+    assert est.score(X, y) == 1.0
+    batch = est.predict_proba(X)
+    rows = np.vstack([est.predict_proba(X[i : i + 1]) for i in range(30)])
+    np.testing.assert_allclose(rows, batch[:30], rtol=1e-12)
+    with pytest.raises(DataError, match="categor"):
+        GradientBoostingClassifier().fit(X + 0.5, y, categorical_features=[0])
+
+
+def test_quantile_edges_match_numpy_percentile():
+    from core.ensemble._binning import _quantiles_sorted
+
+    rng = np.random.default_rng(0)
+    for n in (256, 300, 999, 12345):
+        for data in (rng.normal(size=n), rng.integers(0, 500, n).astype(float)):
+            ref = np.percentile(data, np.linspace(0, 100, 256)[1:-1], method="averaged_inverted_cdf")
+            np.testing.assert_array_equal(_quantiles_sorted(np.sort(data), 255), ref)
