@@ -7,8 +7,9 @@ Seed 000 §3 (kNN), seed 003 ch.2.  Two engines, same answer:
   query's k-th neighbour distance comes from a strided sample of the training set (the k-th
   smallest distance to a subset is >= the k-th smallest to the whole set); only training
   points with distance <= t survive as candidates, so no full sort or partition over the
-  n_train columns is ever needed.  Euclidean blocks use one GEMM on augmented matrices
-  (``[a, 1] . [-2 b, |b|^2]``); the candidates' distances are then recomputed exactly.
+  n_train columns is ever needed.  Euclidean blocks use scikit-learn's expansion
+  ``|a|^2 - 2 a.b + |b|^2`` (one GEMM, same operation order), so distances that are equal in
+  exact arithmetic tie, or not, exactly as they do in scikit-learn's brute force.
 * **kd_tree** (Minkowski family: euclidean, manhattan, chebyshev, minkowski p):
   ``scipy.spatial.cKDTree``.  Rows whose k-th and (k+1)-th distances tie are re-solved by brute
   force so that tie-breaking is identical.
@@ -51,19 +52,20 @@ class NeighborIndex:
         self.algorithm = algorithm
         self._tree = None
         # brute-force precomputation
+        self._sq = None
         if self.metric == "euclidean":
-            # augmented training matrix: rank value |b|^2 - 2 a.b = [a, 1] . [-2 b, |b|^2]
-            self._BT = np.ascontiguousarray(
-                np.vstack([-2.0 * X.T, row_norms_squared(X)[None, :]])
-            )
+            # rank value: squared distance |a|^2 - 2 a.b + |b|^2 (scikit-learn's GEMM expansion,
+            # same operation order, so equal-looking distances tie exactly as they do there)
+            self._BT = np.ascontiguousarray(-2.0 * X.T)
+            self._sq = row_norms_squared(X)
         elif self.metric == "cosine":
-            self._U = _unit(X)
-            self._BT = np.ascontiguousarray(-self._U.T)  # rank value -cos = a_unit . (-b_unit)
+            self._BT = np.ascontiguousarray(_unit(X).T)  # rank value 1 - a_unit . b_unit
         else:
             self._BT = None
         step = max(1, n // _SAMPLE)
         self._sample = np.arange(0, n, step)
         self._sample_BT = None if self._BT is None else np.ascontiguousarray(self._BT[:, self._sample])
+        self._sample_sq = None if self._sq is None else self._sq[self._sample]
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -84,17 +86,27 @@ class NeighborIndex:
         return dist, ind
 
     # -- brute force ------------------------------------------------------------------------
-    def _query_rep(self, A: np.ndarray) -> np.ndarray:
+    def _query_rep(self, A: np.ndarray):
         if self.metric == "euclidean":
-            return np.hstack([A, np.ones((A.shape[0], 1))])
+            return A, row_norms_squared(A)[:, None]
         if self.metric == "cosine":
-            return _unit(A)
-        return A
+            return _unit(A), None
+        return A, None
 
-    def _block_rank(self, Arep: np.ndarray, BT: np.ndarray | None, cols: slice | np.ndarray):
+    def _block_rank(self, Arep, BT: np.ndarray | None, cols: slice | np.ndarray, sq=None):
         """Rank values (monotone in the distance) of the query chunk against training ``cols``."""
-        if BT is not None:
-            return Arep @ BT
+        Arep, Asq = Arep
+        if self.metric == "euclidean":
+            R = Arep @ BT
+            R += Asq
+            R += sq[None, :]
+            np.maximum(R, 0.0, out=R)
+            return R
+        if self.metric == "cosine":
+            R = Arep @ BT
+            np.subtract(1.0, R, out=R)
+            np.clip(R, 0.0, 2.0, out=R)
+            return R
         from scipy.spatial.distance import cdist
 
         B = self.X[cols]
@@ -107,50 +119,56 @@ class NeighborIndex:
     def _slack(self, A: np.ndarray, t: np.ndarray) -> np.ndarray:
         # rounding of the GEMM rank values: widen the bound so no true neighbour is lost
         if self.metric == "euclidean":
-            scale = row_norms_squared(A) + float(self._BT[-1].max(initial=0.0))
+            scale = row_norms_squared(A) + float(self._sq.max(initial=0.0))
             return t + 1e-9 * (scale + np.abs(t))
         if self.metric == "cosine":
             return t + 1e-9
         return t * (1 + 1e-12) + 1e-300
 
-    def _exact(self, A: np.ndarray, rows: np.ndarray, cols: np.ndarray, rank: np.ndarray):
-        if self.metric == "euclidean":
-            diff = A[rows] - self.X[cols]
-            return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        if self.metric == "cosine":
-            sim = np.einsum("ij,ij->i", _unit(A)[rows], self._U[cols])
-            return np.clip(1.0 - sim, 0.0, 2.0)
-        return rank
-
     def _brute_chunk(self, A: np.ndarray, k: int):
         n = self.X.shape[0]
         mc = A.shape[0]
         Arep = self._query_rep(A)
-        # 1) upper bound on the k-th rank value from a strided sample (>= k points)
-        sample = self._sample if len(self._sample) >= k else np.arange(n)
-        S_BT = self._sample_BT if sample is self._sample else self._BT
-        Rs = self._block_rank(Arep, S_BT, sample)
-        t = np.partition(Rs, k - 1, axis=1)[:, k - 1] if k < Rs.shape[1] else Rs.max(axis=1)
-        t = self._slack(A, t)
-        # 2) candidates: every training point whose rank value is <= t
-        rows_l, cols_l, rank_l = [], [], []
-        for c0 in range(0, n, _T_CHUNK):
-            c1 = min(n, c0 + _T_CHUNK)
-            BT = None if self._BT is None else self._BT[:, c0:c1]
-            R = self._block_rank(Arep, BT, slice(c0, c1))
+        if n <= _T_CHUNK:
+            # one block: the k-th smallest rank value itself is the bound (ties included)
+            R = self._block_rank(Arep, self._BT, slice(0, n), self._sq)
+            t = np.partition(R, k - 1, axis=1)[:, k - 1] if k < n else R.max(axis=1)
             r, c = np.nonzero(R <= t[:, None])
-            rows_l.append(r)
-            cols_l.append(c + c0)
-            rank_l.append(R[r, c])
+            rows_l, cols_l, rank_l = [r], [c], [R[r, c]]
+        else:
+            # 1) upper bound on the k-th rank value from a strided sample (>= k points)
+            sample = self._sample if len(self._sample) >= k else np.arange(n)
+            if sample is self._sample:
+                Rs = self._block_rank(Arep, self._sample_BT, sample, self._sample_sq)
+            else:
+                BT_s = None if self._BT is None else self._BT[:, sample]
+                sq_s = None if self._sq is None else self._sq[sample]
+                Rs = self._block_rank(Arep, BT_s, sample, sq_s)
+            t = np.partition(Rs, k - 1, axis=1)[:, k - 1] if k < Rs.shape[1] else Rs.max(axis=1)
+            t = self._slack(A, t)
+            # 2) candidates: every training point whose rank value is <= t
+            rows_l, cols_l, rank_l = [], [], []
+            for c0 in range(0, n, _T_CHUNK):
+                c1 = min(n, c0 + _T_CHUNK)
+                BT = None if self._BT is None else self._BT[:, c0:c1]
+                sq = None if self._sq is None else self._sq[c0:c1]
+                R = self._block_rank(Arep, BT, slice(c0, c1), sq)
+                r, c = np.nonzero(R <= t[:, None])
+                rows_l.append(r)
+                cols_l.append(c + c0)
+                rank_l.append(R[r, c])
         rows = np.concatenate(rows_l)
         cols = np.concatenate(cols_l)
-        d = self._exact(A, rows, cols, np.concatenate(rank_l))
-        # 3) exact order: row, distance, training index; keep the first k of each row
+        d = np.concatenate(rank_l)
+        # 3) order: row, distance, training index; keep the first k of each row
         order = np.lexsort((cols, d, rows))
         counts = np.bincount(rows, minlength=mc)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         pos = order[starts[:, None] + np.arange(k)[None, :]]
-        return d[pos], cols[pos]
+        dist = d[pos]
+        if self.metric == "euclidean":
+            dist = np.sqrt(dist)
+        return dist, cols[pos]
 
     # -- kd-tree ----------------------------------------------------------------------------
     def _tree_query(self, Q: np.ndarray, k: int):
