@@ -33,14 +33,32 @@ from scipy.spatial import cKDTree
 
 from ..distances import canonical_metric, row_norms_squared
 
-try:  # optional: BLAS thread control (present wherever scikit-learn or numpy's tooling is)
-    from threadpoolctl import threadpool_limits
+try:  # optional: BLAS thread control (installed with scikit-learn; not required)
+    from threadpoolctl import ThreadpoolController
 except ImportError:  # pragma: no cover - fall back to the BLAS default
-    threadpool_limits = None
+    ThreadpoolController = None
+
+_CONTROLLER = None
+
+
+def _single_threaded_blas():
+    """Context limiting BLAS to one thread (about 30 us), or a no-op without threadpoolctl.
+
+    The brute-force blocks are many small GEMMs; multi-threaded BLAS spends more time waking
+    threads than computing on them (and stalls badly on a busy machine).  Parallelism comes
+    from running query blocks on a thread pool instead.
+    """
+    global _CONTROLLER
+    if ThreadpoolController is None:
+        return nullcontext()
+    if _CONTROLLER is None:
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
 
 _Q_CHUNK = 256  # query rows per block
 _T_CHUNK = 2048  # training rows per block (block = 4 MB of float64: stays in cache)
 _SAMPLE = 4096  # training points used for the first upper bound on the k-th distance
+_SINGLE_BLOCK_MAX = 1 << 19  # a query chunk x n_train block this small is computed in one go
 _PARALLEL_MIN = 20_000_000  # query x train pairs above which query blocks run on all cores
 
 
@@ -108,15 +126,13 @@ class NeighborIndex:
             dist[q0:q1], ind[q0:q1] = self._brute_chunk(Q[q0:q1], k)
 
         workers = os.cpu_count() or 1
-        if m * self.X.shape[0] >= _PARALLEL_MIN and len(starts) > 1:
-            # one BLAS thread per block and the blocks spread over the cores: multi-threaded BLAS
-            # on many small GEMMs is slow (and pathological on a busy machine)
-            limit = threadpool_limits(1, user_api="blas") if threadpool_limits else nullcontext()
-            with limit, ThreadPoolExecutor(max_workers=workers) as pool:
-                list(pool.map(work, starts))
-        else:
-            for q0 in starts:
-                work(q0)
+        with _single_threaded_blas():
+            if m * self.X.shape[0] >= _PARALLEL_MIN and len(starts) > 1 and workers > 1:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(work, starts))
+            else:
+                for q0 in starts:
+                    work(q0)
         return dist, ind
 
     # -- brute force ------------------------------------------------------------------------
@@ -148,7 +164,7 @@ class NeighborIndex:
     def _brute_chunk(self, A: np.ndarray, k: int):
         n = self.X.shape[0]
         mc = A.shape[0]
-        if n <= _T_CHUNK:
+        if n <= _T_CHUNK or mc * n <= _SINGLE_BLOCK_MAX:
             # one block, values computed in scikit-learn's operation order: the k-th smallest
             # value is the bound, so every tie at the boundary is a candidate
             R = self._exact_block(A)
