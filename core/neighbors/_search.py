@@ -7,8 +7,12 @@ Seed 000 §3 (kNN), seed 003 ch.2.  Two engines, same answer:
   query's k-th neighbour distance comes from a strided sample of the training set (the k-th
   smallest distance to a subset is >= the k-th smallest to the whole set); only training
   points with distance <= t survive as candidates, so no full sort or partition over the
-  n_train columns is ever needed.  Euclidean blocks use one GEMM on augmented matrices
-  (``[a, 1] . [-2 b, |b|^2]``); the candidates' distances are then recomputed exactly.
+  n_train columns is ever needed.  Euclidean ranks come from one GEMM on augmented matrices
+  (``[-2a, 1] . [b, |b|^2]``); candidates then get scikit-learn's value
+  ``(-2 a.b + |a|^2) + |b|^2``.  With at most ``_T_CHUNK`` training points the whole block is
+  computed in scikit-learn's operation order, so distances that are equal in exact arithmetic
+  tie, or not, exactly as they do there.  Large queries run their blocks on all cores with
+  single-threaded BLAS (threadpoolctl when installed).
 * **kd_tree** (Minkowski family: euclidean, manhattan, chebyshev, minkowski p):
   ``scipy.spatial.cKDTree``.  Rows whose k-th and (k+1)-th distances tie are re-solved by brute
   force so that tie-breaking is identical.
@@ -20,14 +24,42 @@ features, a Minkowski-family metric and ``k < n_train / 2`` (scikit-learn's rule
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..distances import canonical_metric, row_norms_squared
 
+try:  # optional: BLAS thread control (installed with scikit-learn; not required)
+    from threadpoolctl import ThreadpoolController
+except ImportError:  # pragma: no cover - fall back to the BLAS default
+    ThreadpoolController = None
+
+_CONTROLLER = None
+
+
+def _single_threaded_blas():
+    """Context limiting BLAS to one thread (about 30 us), or a no-op without threadpoolctl.
+
+    The brute-force blocks are many small GEMMs; multi-threaded BLAS spends more time waking
+    threads than computing on them (and stalls badly on a busy machine).  Parallelism comes
+    from running query blocks on a thread pool instead.
+    """
+    global _CONTROLLER
+    if ThreadpoolController is None:
+        return nullcontext()
+    if _CONTROLLER is None:
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
 _Q_CHUNK = 256  # query rows per block
 _T_CHUNK = 2048  # training rows per block (block = 4 MB of float64: stays in cache)
-_SAMPLE = 2048  # training points used for the first upper bound on the k-th distance
+_SAMPLE = 4096  # training points used for the first upper bound on the k-th distance
+_SINGLE_BLOCK_MAX = 1 << 19  # a query chunk x n_train block this small is computed in one go
+_PARALLEL_MIN = 20_000_000  # query x train pairs above which query blocks run on all cores
 
 
 def _unit(X: np.ndarray) -> np.ndarray:
@@ -37,7 +69,10 @@ def _unit(X: np.ndarray) -> np.ndarray:
 
 
 class NeighborIndex:
-    """An exact k-NN index over ``X`` for one metric.  Picklable (the tree is rebuilt lazily)."""
+    """An exact k-NN index over ``X`` for one metric.
+
+    Picklable: the kd-tree and the brute-force helper arrays are rebuilt lazily after loading.
+    """
 
     def __init__(self, X: np.ndarray, metric: str, p: float, algorithm: str, n_neighbors: int):
         self.X = X
@@ -50,25 +85,31 @@ class NeighborIndex:
             raise ValueError("kd_tree supports the Minkowski-family metrics only, not cosine")
         self.algorithm = algorithm
         self._tree = None
-        # brute-force precomputation
-        if self.metric == "euclidean":
-            # augmented training matrix: rank value |b|^2 - 2 a.b = [a, 1] . [-2 b, |b|^2]
-            self._BT = np.ascontiguousarray(
-                np.vstack([-2.0 * X.T, row_norms_squared(X)[None, :]])
-            )
-        elif self.metric == "cosine":
-            self._U = _unit(X)
-            self._BT = np.ascontiguousarray(-self._U.T)  # rank value -cos = a_unit . (-b_unit)
-        else:
-            self._BT = None
-        step = max(1, n // _SAMPLE)
-        self._sample = np.arange(0, n, step)
-        self._sample_BT = None if self._BT is None else np.ascontiguousarray(self._BT[:, self._sample])
+        self._prep = None
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_tree"] = None  # cKDTree pickles, but rebuilding is cheap and keeps artifacts small
+        state["_prep"] = None
         return state
+
+    def _prepared(self) -> dict:
+        if self._prep is None:
+            X = self.X
+            n = X.shape[0]
+            prep = {"sample": np.arange(0, n, max(1, n // _SAMPLE))}
+            if self.metric == "euclidean":
+                sq = row_norms_squared(X)
+                prep["sq"] = sq
+                # rank value |b|^2 - 2 a.b = [-2a, 1] . [b, |b|^2]: one GEMM, no extra pass
+                prep["B"] = np.ascontiguousarray(np.hstack([X, sq[:, None]]))
+            elif self.metric == "cosine":
+                prep["B"] = _unit(X)  # rank value -a_unit . b_unit
+            else:
+                prep["B"] = X
+            prep["B_sample"] = np.ascontiguousarray(prep["B"][prep["sample"]])
+            self._prep = prep
+        return self._prep
 
     # -- public -----------------------------------------------------------------------------
     def kneighbors(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,79 +119,125 @@ class NeighborIndex:
         m = Q.shape[0]
         dist = np.empty((m, k))
         ind = np.empty((m, k), dtype=np.intp)
-        for q0 in range(0, m, _Q_CHUNK):
+        starts = range(0, m, _Q_CHUNK)
+
+        def work(q0):
             q1 = min(m, q0 + _Q_CHUNK)
             dist[q0:q1], ind[q0:q1] = self._brute_chunk(Q[q0:q1], k)
+
+        workers = os.cpu_count() or 1
+        with _single_threaded_blas():
+            if m * self.X.shape[0] >= _PARALLEL_MIN and len(starts) > 1 and workers > 1:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(work, starts))
+            else:
+                for q0 in starts:
+                    work(q0)
         return dist, ind
 
     # -- brute force ------------------------------------------------------------------------
-    def _query_rep(self, A: np.ndarray) -> np.ndarray:
+    def _exact_block(self, A: np.ndarray) -> np.ndarray:
+        """Distances (squared for euclidean) to every training point, as scikit-learn computes them."""
+        X = self.X
         if self.metric == "euclidean":
-            return np.hstack([A, np.ones((A.shape[0], 1))])
+            R = (-2.0 * A) @ X.T
+            R += row_norms_squared(A)[:, None]
+            R += self._prepared()["sq"][None, :]
+            np.maximum(R, 0.0, out=R)
+            return R
         if self.metric == "cosine":
-            return _unit(A)
-        return A
+            R = _unit(A) @ self._prepared()["B"].T
+            np.subtract(1.0, R, out=R)
+            np.clip(R, 0.0, 2.0, out=R)
+            return R
+        return self._cdist(A, X)
 
-    def _block_rank(self, Arep: np.ndarray, BT: np.ndarray | None, cols: slice | np.ndarray):
-        """Rank values (monotone in the distance) of the query chunk against training ``cols``."""
-        if BT is not None:
-            return Arep @ BT
+    def _cdist(self, A, B):
         from scipy.spatial.distance import cdist
 
-        B = self.X[cols]
         if self.metric == "manhattan":
-            return cdist(Arep, B, "cityblock")
+            return cdist(A, B, "cityblock")
         if self.metric == "chebyshev":
-            return cdist(Arep, B, "chebyshev")
-        return cdist(Arep, B, "minkowski", p=self.p)
-
-    def _slack(self, A: np.ndarray, t: np.ndarray) -> np.ndarray:
-        # rounding of the GEMM rank values: widen the bound so no true neighbour is lost
-        if self.metric == "euclidean":
-            scale = row_norms_squared(A) + float(self._BT[-1].max(initial=0.0))
-            return t + 1e-9 * (scale + np.abs(t))
-        if self.metric == "cosine":
-            return t + 1e-9
-        return t * (1 + 1e-12) + 1e-300
-
-    def _exact(self, A: np.ndarray, rows: np.ndarray, cols: np.ndarray, rank: np.ndarray):
-        if self.metric == "euclidean":
-            diff = A[rows] - self.X[cols]
-            return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        if self.metric == "cosine":
-            sim = np.einsum("ij,ij->i", _unit(A)[rows], self._U[cols])
-            return np.clip(1.0 - sim, 0.0, 2.0)
-        return rank
+            return cdist(A, B, "chebyshev")
+        return cdist(A, B, "minkowski", p=self.p)
 
     def _brute_chunk(self, A: np.ndarray, k: int):
         n = self.X.shape[0]
         mc = A.shape[0]
-        Arep = self._query_rep(A)
-        # 1) upper bound on the k-th rank value from a strided sample (>= k points)
-        sample = self._sample if len(self._sample) >= k else np.arange(n)
-        S_BT = self._sample_BT if sample is self._sample else self._BT
-        Rs = self._block_rank(Arep, S_BT, sample)
-        t = np.partition(Rs, k - 1, axis=1)[:, k - 1] if k < Rs.shape[1] else Rs.max(axis=1)
-        t = self._slack(A, t)
-        # 2) candidates: every training point whose rank value is <= t
-        rows_l, cols_l, rank_l = [], [], []
-        for c0 in range(0, n, _T_CHUNK):
-            c1 = min(n, c0 + _T_CHUNK)
-            BT = None if self._BT is None else self._BT[:, c0:c1]
-            R = self._block_rank(Arep, BT, slice(c0, c1))
-            r, c = np.nonzero(R <= t[:, None])
-            rows_l.append(r)
-            cols_l.append(c + c0)
-            rank_l.append(R[r, c])
-        rows = np.concatenate(rows_l)
-        cols = np.concatenate(cols_l)
-        d = self._exact(A, rows, cols, np.concatenate(rank_l))
-        # 3) exact order: row, distance, training index; keep the first k of each row
-        order = np.lexsort((cols, d, rows))
+        if n <= _T_CHUNK or mc * n <= _SINGLE_BLOCK_MAX:
+            # one block, values computed in scikit-learn's operation order: the k-th smallest
+            # value is the bound, so every tie at the boundary is a candidate
+            R = self._exact_block(A)
+            t = np.partition(R, k - 1, axis=1)[:, k - 1] if k < n else R.max(axis=1)
+            rows, cols = np.divmod(np.flatnonzero(R <= t[:, None]), n)
+            vals = R[rows, cols]
+        else:
+            rows, cols = self._candidates(A, k)
+            vals = self._values(A, rows, cols)
+        # order: row, distance, training index; keep the first k of each row
+        order = np.lexsort((cols, vals, rows))
         counts = np.bincount(rows, minlength=mc)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         pos = order[starts[:, None] + np.arange(k)[None, :]]
-        return d[pos], cols[pos]
+        dist = vals[pos]
+        if self.metric == "euclidean":
+            dist = np.sqrt(dist)
+        return dist, cols[pos]
+
+    def _candidates(self, A: np.ndarray, k: int):
+        """All training points whose rank value is within a bound of the k-th nearest."""
+        prep = self._prepared()
+        n = self.X.shape[0]
+        B = prep["B"]
+        if self.metric == "euclidean":
+            Aq = np.hstack([-2.0 * A, np.ones((A.shape[0], 1))])
+        elif self.metric == "cosine":
+            Aq = -_unit(A)
+        else:
+            Aq = A
+
+        def rank(Bblk):
+            return Aq @ Bblk.T if self.metric in ("euclidean", "cosine") else self._cdist(Aq, Bblk)
+
+        # 1) upper bound on the k-th rank value from a strided sample (>= k points)
+        Bs = prep["B_sample"] if len(prep["sample"]) >= k else B
+        Rs = rank(Bs)
+        t = np.partition(Rs, k - 1, axis=1)[:, k - 1] if k < Rs.shape[1] else Rs.max(axis=1)
+        # widen by far more than the rounding of the rank values, so no neighbour is lost
+        if self.metric == "euclidean":
+            t = t + 1e-9 * (row_norms_squared(A) + float(prep["sq"].max()) + np.abs(t))
+        elif self.metric == "cosine":
+            t = t + 1e-9
+        else:
+            t = t * (1.0 + 1e-12) + 1e-300
+        # 2) every training point whose rank value is <= t
+        rows_l, cols_l = [], []
+        tcol = t[:, None]
+        for c0 in range(0, n, _T_CHUNK):
+            R = rank(B[c0 : c0 + _T_CHUNK])
+            # 1-d flatnonzero is several times faster than 2-d nonzero
+            flat = np.flatnonzero(R <= tcol)
+            r, c = np.divmod(flat, R.shape[1])
+            rows_l.append(r)
+            cols_l.append(c + c0)
+        return np.concatenate(rows_l), np.concatenate(cols_l)
+
+    def _values(self, A: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Distances of the candidate pairs (squared for euclidean, like ``_exact_block``)."""
+        X = self.X
+        if self.metric == "euclidean":
+            middle = -2.0 * np.einsum("ij,ij->i", A[rows], X[cols])
+            v = (middle + row_norms_squared(A)[rows]) + self._prepared()["sq"][cols]
+            return np.maximum(v, 0.0)
+        if self.metric == "cosine":
+            sim = np.einsum("ij,ij->i", _unit(A)[rows], self._prepared()["B"][cols])
+            return np.clip(1.0 - sim, 0.0, 2.0)
+        diff = np.abs(A[rows] - X[cols])
+        if self.metric == "manhattan":
+            return diff.sum(axis=1)
+        if self.metric == "chebyshev":
+            return diff.max(axis=1)
+        return (diff**self.p).sum(axis=1) ** (1.0 / self.p)
 
     # -- kd-tree ----------------------------------------------------------------------------
     def _tree_query(self, Q: np.ndarray, k: int):
