@@ -247,16 +247,25 @@ class BayesianNetwork:
         Returns ``(posterior (n, *cards of query), log_evidence (n,))``.  Rows whose evidence
         has probability zero get a uniform posterior and ``-inf``.
         """
+        keep = self.ancestors([*query, *ev_vars])
+        factors, logscale = self.evidence_factors(ev_vars, ev_vals, [v for v in self.order if v in keep])
+        return self.eliminate(factors, logscale, query)
+
+    def evidence_factors(self, ev_vars: list, ev_vals: np.ndarray, nodes: list | None = None,
+                         with_constants: bool = True):
+        """The CPT factors of ``nodes`` (default: all) with the evidence rows applied.
+
+        Returns ``(factors, logscale)``: factors are ``(vars, table)`` pairs, with a leading
+        batch axis when they depend on the row; fully observed factors are folded into the
+        per-row ``logscale`` (skipped when ``with_constants`` is False).
+        """
         ev_vals = np.asarray(ev_vals, dtype=np.intp)
         n = ev_vals.shape[0]
         ev_pos = {v: i for i, v in enumerate(ev_vars)}
-        keep = self.ancestors([*query, *ev_vars])
         logscale = np.zeros(n)
         factors: list[tuple[tuple, np.ndarray]] = []  # (vars, table); _BATCH first when batched
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            for v in self.order:
-                if v not in keep:
-                    continue
+            for v in self.order if nodes is None else nodes:
                 fam = [*self.parents[v], v]
                 table = self.cpt[v]
                 obs = [i for i, u in enumerate(fam) if u in ev_pos]
@@ -264,12 +273,28 @@ class BayesianNetwork:
                     factors.append((tuple(fam), table))
                     continue
                 free = [i for i, u in enumerate(fam) if u not in ev_pos]
+                if not free and not with_constants:
+                    continue
                 t = np.transpose(table, obs + free)[tuple(ev_vals[:, ev_pos[fam[i]]] for i in obs)]
                 if not free:
                     logscale += np.log(t)
                 else:
                     factors.append(((_BATCH, *(fam[i] for i in free)), t))
-            elim = [v for v in self.order if v in keep and v not in ev_pos and v not in query]
+        return factors, logscale
+
+    def eliminate(self, factors: list, logscale: np.ndarray, query: list):
+        """Sum every non-query variable out of ``factors`` (min-size greedy order).
+
+        Returns ``(posterior (n, *cards of query), log normaliser (n,))`` where the normaliser
+        includes ``logscale``.
+        """
+        n = logscale.shape[0]
+        logscale = logscale.copy()
+        factors = list(factors)
+        qset = set(query)
+        present = {u for f in factors for u in f[0]}
+        elim = [v for v in self.order if v in present and v not in qset]
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
             while elim:
                 v = min(elim, key=lambda u: self._elim_cost(u, factors))
                 elim.remove(v)
@@ -278,6 +303,7 @@ class BayesianNetwork:
                 out_vars = tuple(dict.fromkeys(u for f in inv for u in f[0] if u != v))
                 if _BATCH in out_vars:
                     out_vars = (_BATCH, *(u for u in out_vars if u != _BATCH))
+                inv, logscale = self._premultiply(inv, logscale)
                 t = self._contract(inv, out_vars)
                 if out_vars and out_vars[0] == _BATCH:
                     t, logscale = _rescale(t, logscale)
@@ -287,6 +313,7 @@ class BayesianNetwork:
                 factors.append((out_vars, t))
             out_vars = (_BATCH, *query)
             if factors:
+                factors, logscale = self._premultiply(factors, logscale)
                 t = self._contract(factors, out_vars, n=n)
             else:
                 t = np.ones((n,))
@@ -305,6 +332,19 @@ class BayesianNetwork:
     def _elim_cost(self, v, factors) -> int:
         vars_ = {u for f in factors if v in f[0] for u in f[0]} - {_BATCH}
         return int(np.prod([self.card[u] for u in vars_])) if vars_ else 1
+
+    def _premultiply(self, factors, logscale, chunk: int = 12):
+        """Multiply factors in groups (einsum takes at most 32 operands) until few remain."""
+        while len(factors) > chunk:
+            group, factors = factors[:chunk], factors[chunk:]
+            vars_ = tuple(dict.fromkeys(u for f in group for u in f[0]))
+            if _BATCH in vars_:
+                vars_ = (_BATCH, *(u for u in vars_ if u != _BATCH))
+            t = self._contract(group, vars_)
+            if vars_ and vars_[0] == _BATCH:
+                t, logscale = _rescale(t, logscale)
+            factors = [*factors, (vars_, t)]
+        return factors, logscale
 
     @staticmethod
     def _contract(factors, out_vars, n=None):
@@ -357,29 +397,38 @@ class BayesianNetwork:
                 callback(1, ll)
             return 1, ll
 
-        patterns, inverse = np.unique(miss, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        groups = [np.flatnonzero(inverse == g) for g in range(len(patterns))]
+        patterns, groups = group_patterns(miss)
         n = data.shape[0]
+        pos = {v: i for i, v in enumerate(self.order)}
+        touch = {u: {v for v in self.nodes if u == v or u in self.parents[v]} for u in self.nodes}
+        # fully observed family rows: fixed index tuples for the constant part of the likelihood
+        full_idx = {}
+        for v in self.nodes:
+            fam = [*self.parents[v], v]
+            ok = ~miss[:, [col[u] for u in fam]].any(axis=1)
+            full_idx[v] = tuple(codes[ok, col[u]] for u in fam)
         prev = -np.inf
         ll = -np.inf
         it = 0
         for it in range(1, max_iter + 1):
-            exp_counts = {v: np.zeros_like(counts[v]) for v in self.nodes}
-            ll = 0.0
+            # rows where a family is fully observed contribute their (fixed) counts
+            exp_counts = {v: counts[v].copy() for v in self.nodes}
+            with np.errstate(divide="ignore"):
+                ll = float(sum(np.log(self.cpt[v][full_idx[v]]).sum() for v in self.nodes))
             for pat, rows in zip(patterns, groups, strict=True):
                 obs_vars = [v for v in self.nodes if not pat[col[v]]]
                 mis_vars = [v for v in self.nodes if pat[col[v]]]
+                mis_set = set(mis_vars)
                 ev = codes[np.ix_(rows, [col[v] for v in obs_vars])]
-                ll += float(self.batch_query([], obs_vars, ev)[1].sum())
-                for v in self.nodes:
+                # only the families with a hidden member vary; the others are constants
+                nodes = sorted(set().union(*(touch[u] for u in mis_vars)), key=pos.__getitem__)
+                factors, logscale = self.evidence_factors(obs_vars, ev, nodes, with_constants=False)
+                ll += float(self.eliminate(factors, logscale, [])[1].sum())
+                for v in nodes:
                     fam = [*self.parents[v], v]
-                    hidden = [u for u in fam if u in mis_vars]
-                    seen = [u for u in fam if u not in mis_vars]
-                    if not hidden:
-                        np.add.at(exp_counts[v], tuple(codes[rows, col[u]] for u in fam), 1.0)
-                        continue
-                    post, _ = self.batch_query(hidden, obs_vars, ev)
+                    hidden = [u for u in fam if u in mis_set]
+                    seen = [u for u in fam if u not in mis_set]
+                    post, _ = self.eliminate(factors, logscale, hidden)
                     target = np.transpose(exp_counts[v], [fam.index(u) for u in seen + hidden])
                     if seen:
                         np.add.at(target, tuple(codes[rows, col[u]] for u in seen), post)
@@ -421,6 +470,20 @@ class BayesianNetwork:
     def states(self):
         """All joint states (itertools.product over cardinalities), in ``self.nodes`` order."""
         return itertools.product(*(range(self.card[v]) for v in self.nodes))
+
+
+def group_patterns(mask: np.ndarray):
+    """Group the rows of a boolean matrix by identical rows: ``(patterns, [row indices])``."""
+    n = mask.shape[0]
+    if n == 1:
+        return mask.copy(), [np.zeros(1, dtype=np.intp)]
+    packed = np.ascontiguousarray(np.packbits(mask, axis=1))
+    keys = packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(first)))[:-1]
+    return mask[first], np.split(order, bounds)
 
 
 def _rescale(t, logscale):
