@@ -362,15 +362,17 @@ class BayesianNetwork:
 
     # ------------------------------------------------------------------ learning
     def fit(self, data, *, alpha: float = 0.0, max_iter: int = 100, tol: float = 1e-6,
-            callback: Callable[[int, float], None] | None = None):
+            callback: Callable[[int, float], None] | None = None, sample_weight=None):
         """Learn every CPT from ``data`` (n x len(nodes) state codes in ``self.nodes`` order,
         NaN = missing).  Complete data: closed form (seed 7.4/7.6).  Missing values: EM
         (seed 7.7-7.8), initialised from the available-case counts, stopped when the
         observed-data log-likelihood (+ log prior) improves by less than ``tol`` (relative to
         the number of rows).  ``callback(iteration, log_likelihood)`` runs after each EM step.
+        ``sample_weight`` (n,) weights every row's (expected) counts and log-likelihood.
         Returns ``(n_iter, log_likelihood)``.
         """
         data = np.asarray(data, dtype=np.float64)
+        w = np.ones(data.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if data.ndim != 2 or data.shape[1] != len(self.nodes):
             raise ValueError(f"data must have shape (n, {len(self.nodes)})")
         miss = np.isnan(data)
@@ -388,17 +390,17 @@ class BayesianNetwork:
             ok = ~miss[:, idx].any(axis=1)
             shape = tuple(self.card[u] for u in fam)
             flat = np.ravel_multi_index(tuple(codes[ok][:, i] for i in idx), shape) if ok.any() else []
-            counts[v] = np.bincount(np.asarray(flat, dtype=np.intp), minlength=int(np.prod(shape))).reshape(
+            counts[v] = np.bincount(np.asarray(flat, dtype=np.intp), weights=w[ok],
+                                    minlength=int(np.prod(shape))).reshape(
                 shape).astype(np.float64)
         self._set_from_counts(counts, alpha)
         if not miss.any():
-            ll = float(self._complete_loglik(codes))
+            ll = float(self._complete_loglik(codes, w))
             if callback is not None:
                 callback(1, ll)
             return 1, ll
 
         patterns, groups = group_patterns(miss)
-        n = data.shape[0]
         pos = {v: i for i, v in enumerate(self.order)}
         touch = {u: {v for v in self.nodes if u == v or u in self.parents[v]} for u in self.nodes}
         # fully observed family rows: fixed index tuples for the constant part of the likelihood
@@ -406,7 +408,7 @@ class BayesianNetwork:
         for v in self.nodes:
             fam = [*self.parents[v], v]
             ok = ~miss[:, [col[u] for u in fam]].any(axis=1)
-            full_idx[v] = tuple(codes[ok, col[u]] for u in fam)
+            full_idx[v] = (tuple(codes[ok, col[u]] for u in fam), w[ok])
         prev = -np.inf
         ll = -np.inf
         it = 0
@@ -414,7 +416,7 @@ class BayesianNetwork:
             # rows where a family is fully observed contribute their (fixed) counts
             exp_counts = {v: counts[v].copy() for v in self.nodes}
             with np.errstate(divide="ignore"):
-                ll = float(sum(np.log(self.cpt[v][full_idx[v]]).sum() for v in self.nodes))
+                ll = float(sum(np.log(self.cpt[v][full_idx[v][0]]) @ full_idx[v][1] for v in self.nodes))
             for pat, rows in zip(patterns, groups, strict=True):
                 obs_vars = [v for v in self.nodes if not pat[col[v]]]
                 mis_vars = [v for v in self.nodes if pat[col[v]]]
@@ -423,12 +425,14 @@ class BayesianNetwork:
                 # only the families with a hidden member vary; the others are constants
                 nodes = sorted(set().union(*(touch[u] for u in mis_vars)), key=pos.__getitem__)
                 factors, logscale = self.evidence_factors(obs_vars, ev, nodes, with_constants=False)
-                ll += float(self.eliminate(factors, logscale, [])[1].sum())
+                wr = w[rows]
+                ll += float(self.eliminate(factors, logscale, [])[1] @ wr)
                 for v in nodes:
                     fam = [*self.parents[v], v]
                     hidden = [u for u in fam if u in mis_set]
                     seen = [u for u in fam if u not in mis_set]
                     post, _ = self.eliminate(factors, logscale, hidden)
+                    post *= wr.reshape((-1,) + (1,) * len(hidden))
                     target = np.transpose(exp_counts[v], [fam.index(u) for u in seen + hidden])
                     if seen:
                         np.add.at(target, tuple(codes[rows, col[u]] for u in seen), post)
@@ -438,7 +442,7 @@ class BayesianNetwork:
             self._set_from_counts(exp_counts, alpha)
             if callback is not None:
                 callback(it, ll)
-            if abs(ll - prev) <= tol * max(1, n):
+            if abs(ll - prev) <= tol * max(1.0, float(w.sum())):
                 break
             prev = ll
         return it, ll
@@ -458,13 +462,13 @@ class BayesianNetwork:
         with np.errstate(divide="ignore"):
             return float(sum(alpha * np.log(np.maximum(self.cpt[v], 1e-300)).sum() for v in self.nodes))
 
-    def _complete_loglik(self, codes) -> float:
+    def _complete_loglik(self, codes, w) -> float:
         col = {v: i for i, v in enumerate(self.nodes)}
         ll = 0.0
         with np.errstate(divide="ignore"):
             for v in self.nodes:
                 fam = [*self.parents[v], v]
-                ll += float(np.log(self.cpt[v][tuple(codes[:, col[u]] for u in fam)]).sum())
+                ll += float(np.log(self.cpt[v][tuple(codes[:, col[u]] for u in fam)]) @ w)
         return ll
 
     def states(self):

@@ -29,7 +29,14 @@ from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int, ListOf, OneOf, ParamError
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_X_y
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    check_X_y,
+)
 from .bayesian_network import BayesianNetwork, group_patterns
 
 _MAX_AUTO_CATEGORIES = 50
@@ -67,6 +74,7 @@ class BayesianNetworkClassifier(Classifier):
     native_missing = True
     native_categorical = True
     reports_progress = True
+    supports_sample_weight = True
 
     @classmethod
     def _example_data(cls, rng):
@@ -89,6 +97,7 @@ class BayesianNetworkClassifier(Classifier):
         X, y = check_X_y(X, y, allow_nan=True)
         classes, ycodes = self._encode_targets(y)
         n, d = X.shape
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, n)
         categorical = self._categorical_mask(X, categorical_features)
         codes = np.empty_like(X)
         bin_edges: list = [None] * d
@@ -126,7 +135,8 @@ class BayesianNetworkClassifier(Classifier):
         def step(it, ll):
             ctx.step(it, total, log_likelihood=ll)
 
-        n_iter, ll = bn.fit(data, alpha=p["alpha"], max_iter=p["max_iter"], tol=p["tol"], callback=step)
+        n_iter, ll = bn.fit(data, alpha=p["alpha"], max_iter=p["max_iter"], tol=p["tol"], callback=step,
+                            sample_weight=sw)
         if has_missing and n_iter < total:
             ctx.step(total, total, log_likelihood=ll)
 
