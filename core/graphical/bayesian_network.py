@@ -247,16 +247,25 @@ class BayesianNetwork:
         Returns ``(posterior (n, *cards of query), log_evidence (n,))``.  Rows whose evidence
         has probability zero get a uniform posterior and ``-inf``.
         """
+        keep = self.ancestors([*query, *ev_vars])
+        factors, logscale = self.evidence_factors(ev_vars, ev_vals, [v for v in self.order if v in keep])
+        return self.eliminate(factors, logscale, query)
+
+    def evidence_factors(self, ev_vars: list, ev_vals: np.ndarray, nodes: list | None = None,
+                         with_constants: bool = True):
+        """The CPT factors of ``nodes`` (default: all) with the evidence rows applied.
+
+        Returns ``(factors, logscale)``: factors are ``(vars, table)`` pairs, with a leading
+        batch axis when they depend on the row; fully observed factors are folded into the
+        per-row ``logscale`` (skipped when ``with_constants`` is False).
+        """
         ev_vals = np.asarray(ev_vals, dtype=np.intp)
         n = ev_vals.shape[0]
         ev_pos = {v: i for i, v in enumerate(ev_vars)}
-        keep = self.ancestors([*query, *ev_vars])
         logscale = np.zeros(n)
         factors: list[tuple[tuple, np.ndarray]] = []  # (vars, table); _BATCH first when batched
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            for v in self.order:
-                if v not in keep:
-                    continue
+            for v in self.order if nodes is None else nodes:
                 fam = [*self.parents[v], v]
                 table = self.cpt[v]
                 obs = [i for i, u in enumerate(fam) if u in ev_pos]
@@ -264,12 +273,28 @@ class BayesianNetwork:
                     factors.append((tuple(fam), table))
                     continue
                 free = [i for i, u in enumerate(fam) if u not in ev_pos]
+                if not free and not with_constants:
+                    continue
                 t = np.transpose(table, obs + free)[tuple(ev_vals[:, ev_pos[fam[i]]] for i in obs)]
                 if not free:
                     logscale += np.log(t)
                 else:
                     factors.append(((_BATCH, *(fam[i] for i in free)), t))
-            elim = [v for v in self.order if v in keep and v not in ev_pos and v not in query]
+        return factors, logscale
+
+    def eliminate(self, factors: list, logscale: np.ndarray, query: list):
+        """Sum every non-query variable out of ``factors`` (min-size greedy order).
+
+        Returns ``(posterior (n, *cards of query), log normaliser (n,))`` where the normaliser
+        includes ``logscale``.
+        """
+        n = logscale.shape[0]
+        logscale = logscale.copy()
+        factors = list(factors)
+        qset = set(query)
+        present = {u for f in factors for u in f[0]}
+        elim = [v for v in self.order if v in present and v not in qset]
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
             while elim:
                 v = min(elim, key=lambda u: self._elim_cost(u, factors))
                 elim.remove(v)
@@ -278,6 +303,7 @@ class BayesianNetwork:
                 out_vars = tuple(dict.fromkeys(u for f in inv for u in f[0] if u != v))
                 if _BATCH in out_vars:
                     out_vars = (_BATCH, *(u for u in out_vars if u != _BATCH))
+                inv, logscale = self._premultiply(inv, logscale)
                 t = self._contract(inv, out_vars)
                 if out_vars and out_vars[0] == _BATCH:
                     t, logscale = _rescale(t, logscale)
@@ -287,6 +313,7 @@ class BayesianNetwork:
                 factors.append((out_vars, t))
             out_vars = (_BATCH, *query)
             if factors:
+                factors, logscale = self._premultiply(factors, logscale)
                 t = self._contract(factors, out_vars, n=n)
             else:
                 t = np.ones((n,))
@@ -306,6 +333,19 @@ class BayesianNetwork:
         vars_ = {u for f in factors if v in f[0] for u in f[0]} - {_BATCH}
         return int(np.prod([self.card[u] for u in vars_])) if vars_ else 1
 
+    def _premultiply(self, factors, logscale, chunk: int = 12):
+        """Multiply factors in groups (einsum takes at most 32 operands) until few remain."""
+        while len(factors) > chunk:
+            group, factors = factors[:chunk], factors[chunk:]
+            vars_ = tuple(dict.fromkeys(u for f in group for u in f[0]))
+            if _BATCH in vars_:
+                vars_ = (_BATCH, *(u for u in vars_ if u != _BATCH))
+            t = self._contract(group, vars_)
+            if vars_ and vars_[0] == _BATCH:
+                t, logscale = _rescale(t, logscale)
+            factors = [*factors, (vars_, t)]
+        return factors, logscale
+
     @staticmethod
     def _contract(factors, out_vars, n=None):
         ids: dict = {}
@@ -322,15 +362,17 @@ class BayesianNetwork:
 
     # ------------------------------------------------------------------ learning
     def fit(self, data, *, alpha: float = 0.0, max_iter: int = 100, tol: float = 1e-6,
-            callback: Callable[[int, float], None] | None = None):
+            callback: Callable[[int, float], None] | None = None, sample_weight=None):
         """Learn every CPT from ``data`` (n x len(nodes) state codes in ``self.nodes`` order,
         NaN = missing).  Complete data: closed form (seed 7.4/7.6).  Missing values: EM
         (seed 7.7-7.8), initialised from the available-case counts, stopped when the
         observed-data log-likelihood (+ log prior) improves by less than ``tol`` (relative to
         the number of rows).  ``callback(iteration, log_likelihood)`` runs after each EM step.
+        ``sample_weight`` (n,) weights every row's (expected) counts and log-likelihood.
         Returns ``(n_iter, log_likelihood)``.
         """
         data = np.asarray(data, dtype=np.float64)
+        w = np.ones(data.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if data.ndim != 2 or data.shape[1] != len(self.nodes):
             raise ValueError(f"data must have shape (n, {len(self.nodes)})")
         miss = np.isnan(data)
@@ -348,38 +390,49 @@ class BayesianNetwork:
             ok = ~miss[:, idx].any(axis=1)
             shape = tuple(self.card[u] for u in fam)
             flat = np.ravel_multi_index(tuple(codes[ok][:, i] for i in idx), shape) if ok.any() else []
-            counts[v] = np.bincount(np.asarray(flat, dtype=np.intp), minlength=int(np.prod(shape))).reshape(
+            counts[v] = np.bincount(np.asarray(flat, dtype=np.intp), weights=w[ok],
+                                    minlength=int(np.prod(shape))).reshape(
                 shape).astype(np.float64)
         self._set_from_counts(counts, alpha)
         if not miss.any():
-            ll = float(self._complete_loglik(codes))
+            ll = float(self._complete_loglik(codes, w))
             if callback is not None:
                 callback(1, ll)
             return 1, ll
 
-        patterns, inverse = np.unique(miss, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        groups = [np.flatnonzero(inverse == g) for g in range(len(patterns))]
-        n = data.shape[0]
+        patterns, groups = group_patterns(miss)
+        pos = {v: i for i, v in enumerate(self.order)}
+        touch = {u: {v for v in self.nodes if u == v or u in self.parents[v]} for u in self.nodes}
+        # fully observed family rows: fixed index tuples for the constant part of the likelihood
+        full_idx = {}
+        for v in self.nodes:
+            fam = [*self.parents[v], v]
+            ok = ~miss[:, [col[u] for u in fam]].any(axis=1)
+            full_idx[v] = (tuple(codes[ok, col[u]] for u in fam), w[ok])
         prev = -np.inf
         ll = -np.inf
         it = 0
         for it in range(1, max_iter + 1):
-            exp_counts = {v: np.zeros_like(counts[v]) for v in self.nodes}
-            ll = 0.0
+            # rows where a family is fully observed contribute their (fixed) counts
+            exp_counts = {v: counts[v].copy() for v in self.nodes}
+            with np.errstate(divide="ignore"):
+                ll = float(sum(np.log(self.cpt[v][full_idx[v][0]]) @ full_idx[v][1] for v in self.nodes))
             for pat, rows in zip(patterns, groups, strict=True):
                 obs_vars = [v for v in self.nodes if not pat[col[v]]]
                 mis_vars = [v for v in self.nodes if pat[col[v]]]
+                mis_set = set(mis_vars)
                 ev = codes[np.ix_(rows, [col[v] for v in obs_vars])]
-                ll += float(self.batch_query([], obs_vars, ev)[1].sum())
-                for v in self.nodes:
+                # only the families with a hidden member vary; the others are constants
+                nodes = sorted(set().union(*(touch[u] for u in mis_vars)), key=pos.__getitem__)
+                factors, logscale = self.evidence_factors(obs_vars, ev, nodes, with_constants=False)
+                wr = w[rows]
+                ll += float(self.eliminate(factors, logscale, [])[1] @ wr)
+                for v in nodes:
                     fam = [*self.parents[v], v]
-                    hidden = [u for u in fam if u in mis_vars]
-                    seen = [u for u in fam if u not in mis_vars]
-                    if not hidden:
-                        np.add.at(exp_counts[v], tuple(codes[rows, col[u]] for u in fam), 1.0)
-                        continue
-                    post, _ = self.batch_query(hidden, obs_vars, ev)
+                    hidden = [u for u in fam if u in mis_set]
+                    seen = [u for u in fam if u not in mis_set]
+                    post, _ = self.eliminate(factors, logscale, hidden)
+                    post *= wr.reshape((-1,) + (1,) * len(hidden))
                     target = np.transpose(exp_counts[v], [fam.index(u) for u in seen + hidden])
                     if seen:
                         np.add.at(target, tuple(codes[rows, col[u]] for u in seen), post)
@@ -389,7 +442,7 @@ class BayesianNetwork:
             self._set_from_counts(exp_counts, alpha)
             if callback is not None:
                 callback(it, ll)
-            if abs(ll - prev) <= tol * max(1, n):
+            if abs(ll - prev) <= tol * max(1.0, float(w.sum())):
                 break
             prev = ll
         return it, ll
@@ -409,18 +462,32 @@ class BayesianNetwork:
         with np.errstate(divide="ignore"):
             return float(sum(alpha * np.log(np.maximum(self.cpt[v], 1e-300)).sum() for v in self.nodes))
 
-    def _complete_loglik(self, codes) -> float:
+    def _complete_loglik(self, codes, w) -> float:
         col = {v: i for i, v in enumerate(self.nodes)}
         ll = 0.0
         with np.errstate(divide="ignore"):
             for v in self.nodes:
                 fam = [*self.parents[v], v]
-                ll += float(np.log(self.cpt[v][tuple(codes[:, col[u]] for u in fam)]).sum())
+                ll += float(np.log(self.cpt[v][tuple(codes[:, col[u]] for u in fam)]) @ w)
         return ll
 
     def states(self):
         """All joint states (itertools.product over cardinalities), in ``self.nodes`` order."""
         return itertools.product(*(range(self.card[v]) for v in self.nodes))
+
+
+def group_patterns(mask: np.ndarray):
+    """Group the rows of a boolean matrix by identical rows: ``(patterns, [row indices])``."""
+    n = mask.shape[0]
+    if n == 1:
+        return mask.copy(), [np.zeros(1, dtype=np.intp)]
+    packed = np.ascontiguousarray(np.packbits(mask, axis=1))
+    keys = packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(first)))[:-1]
+    return mask[first], np.split(order, bounds)
 
 
 def _rescale(t, logscale):

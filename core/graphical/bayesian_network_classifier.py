@@ -29,8 +29,15 @@ from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int, ListOf, OneOf, ParamError
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_X_y
-from .bayesian_network import BayesianNetwork
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    check_X_y,
+)
+from .bayesian_network import BayesianNetwork, group_patterns
 
 _MAX_AUTO_CATEGORIES = 50
 Y_NODE = "y"
@@ -67,6 +74,7 @@ class BayesianNetworkClassifier(Classifier):
     native_missing = True
     native_categorical = True
     reports_progress = True
+    supports_sample_weight = True
 
     @classmethod
     def _example_data(cls, rng):
@@ -89,6 +97,7 @@ class BayesianNetworkClassifier(Classifier):
         X, y = check_X_y(X, y, allow_nan=True)
         classes, ycodes = self._encode_targets(y)
         n, d = X.shape
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, n)
         categorical = self._categorical_mask(X, categorical_features)
         codes = np.empty_like(X)
         bin_edges: list = [None] * d
@@ -126,7 +135,8 @@ class BayesianNetworkClassifier(Classifier):
         def step(it, ll):
             ctx.step(it, total, log_likelihood=ll)
 
-        n_iter, ll = bn.fit(data, alpha=p["alpha"], max_iter=p["max_iter"], tol=p["tol"], callback=step)
+        n_iter, ll = bn.fit(data, alpha=p["alpha"], max_iter=p["max_iter"], tol=p["tol"], callback=step,
+                            sample_weight=sw)
         if has_missing and n_iter < total:
             ctx.step(total, total, log_likelihood=ll)
 
@@ -139,7 +149,14 @@ class BayesianNetworkClassifier(Classifier):
         self.log_likelihood_ = ll
         self.edges_ = bn.edges
         self.n_features_in_ = d
-        self._y_families = self._families_with_y(bn, d)
+        self._pos = {v: i for i, v in enumerate(bn.order)}
+        self._touch = [{v for v in bn.nodes if v == j or j in bn.parents[v]} for j in range(d)]
+        self._fam_table, self._fam_strides, self._fam_offsets = self._families_with_y(bn, d)
+        width = max([0] + [len(e) for e in bin_edges if e is not None])
+        self._edges_pad = np.full((d, max(width, 1)), np.inf)
+        for j, e in enumerate(bin_edges):
+            if e is not None:
+                self._edges_pad[j, : len(e)] = e
         return self
 
     @staticmethod
@@ -185,8 +202,11 @@ class BayesianNetworkClassifier(Classifier):
 
     @staticmethod
     def _families_with_y(bn: BayesianNetwork, d: int):
-        """For the complete-evidence fast path: (feature columns, log CPT with y last)."""
-        fams = []
+        """Complete-evidence fast path: log P(y | x) = sum over the families containing y of
+        log CPT entries + const.  All those log tables are stacked as rows of one
+        (total, K) table; row = offset_f + sum_j code_j * stride_{j,f}."""
+        tables, offsets, strides = [], [], []
+        off = 0
         with np.errstate(divide="ignore"):
             for v in bn.nodes:
                 fam = [*bn.parents[v], v]
@@ -194,23 +214,31 @@ class BayesianNetworkClassifier(Classifier):
                     continue
                 others = [u for u in fam if u != Y_NODE]
                 perm = [fam.index(u) for u in others] + [fam.index(Y_NODE)]
-                fams.append((others, np.ascontiguousarray(np.log(np.transpose(bn.cpt[v], perm)))))
-        return fams
+                t = np.log(np.transpose(bn.cpt[v], perm))
+                t = t.reshape(-1, t.shape[-1])
+                col = np.zeros(d, dtype=np.intp)
+                mult = 1
+                for u in reversed(others):  # C order: the last "other" varies fastest
+                    col[u] = mult
+                    mult *= bn.card[u]
+                tables.append(t)
+                offsets.append(off)
+                strides.append(col)
+                off += t.shape[0]
+        return (np.ascontiguousarray(np.vstack(tables)), np.column_stack(strides).astype(np.intp),
+                np.array(offsets, dtype=np.intp))
 
     # ------------------------------------------------------------------ predict
     def _codes(self, X):
-        codes = np.empty_like(X)
-        for j in range(X.shape[1]):
-            col = X[:, j]
-            if self.categorical_[j]:
-                c = col.copy()
-                bad = ~np.isnan(c) & ((c < 0) | (c >= self.cardinalities_[j]) | (c != np.floor(c)))
-                c[bad] = np.nan  # unseen categories are treated as missing
-            else:
-                obs = ~np.isnan(col)
-                c = np.where(obs, np.searchsorted(self.bin_edges_[j], np.where(obs, col, 0.0), side="right"),
-                             np.nan)
-            codes[:, j] = c
+        """Feature codes (float, NaN = missing) with one vectorised pass over all columns."""
+        nan = np.isnan(X)
+        Xz = np.where(nan, 0.0, X)
+        # numeric columns: number of bin edges <= x (= searchsorted(..., side="right"))
+        binned = (Xz[:, :, None] >= self._edges_pad[None, :, :]).sum(axis=2).astype(np.float64)
+        cat = self.categorical_
+        bad = cat & ((Xz < 0) | (Xz >= self.cardinalities_) | (Xz != np.floor(Xz)))
+        codes = np.where(cat, Xz, binned)
+        codes[nan | bad] = np.nan  # unseen categories are treated as missing
         return codes
 
     def predict_proba(self, X):
@@ -224,9 +252,8 @@ class BayesianNetworkClassifier(Classifier):
         complete = ~miss.any(axis=1)
         if complete.any():
             ci = codes[complete].astype(np.intp)
-            logp = np.zeros((ci.shape[0], k))
-            for cols, logtab in self._y_families:
-                logp += logtab[tuple(ci[:, c] for c in cols)] if cols else logtab
+            rows_idx = ci @ self._fam_strides + self._fam_offsets  # (n, families)
+            logp = self._fam_table[rows_idx].sum(axis=1)
             with np.errstate(invalid="ignore", over="ignore"):
                 m = logp.max(axis=1, keepdims=True)
                 m[~np.isfinite(m)] = 0.0
@@ -236,12 +263,25 @@ class BayesianNetworkClassifier(Classifier):
             out[complete] = pr
         if not complete.all():
             rows = np.flatnonzero(~complete)
-            patterns, inv = np.unique(miss[rows], axis=0, return_inverse=True)
-            inv = inv.reshape(-1)
-            for g, pat in enumerate(patterns):
-                r = rows[inv == g]
-                obs = [j for j in range(X.shape[1]) if not pat[j]]
+            patterns, groups = group_patterns(miss[rows])
+            bn = self.network_
+            d = X.shape[1]
+            for pat, grp in zip(patterns, groups, strict=True):
+                r = rows[grp]
+                hidden = set(np.flatnonzero(pat).tolist())
+                obs = [j for j in range(d) if not pat[j]]
                 ev = codes[np.ix_(r, obs)].astype(np.intp)
-                post, _ = self.network_.batch_query([Y_NODE], obs, ev)
-                out[r] = post
+                # families of y without hidden members: log-space fast path as one (n, K) factor
+                ok = ~(self._fam_strides[list(hidden)] != 0).any(axis=0)
+                ci = np.where(np.isnan(codes[r]), 0, codes[r]).astype(np.intp)
+                logp = self._fam_table[(ci @ self._fam_strides + self._fam_offsets)[:, ok]].sum(axis=1)
+                with np.errstate(invalid="ignore", under="ignore"):
+                    m = logp.max(axis=1, keepdims=True)
+                    m[~np.isfinite(m)] = 0.0
+                    base = np.exp(logp - m)
+                # families with a hidden member go through variable elimination
+                nodes = sorted(set().union(*(self._touch[u] for u in hidden)), key=self._pos.__getitem__)
+                factors, logscale = bn.evidence_factors(obs, ev, nodes, with_constants=False)
+                factors.append((("__batch__", Y_NODE), base))
+                out[r], _ = bn.eliminate(factors, logscale, [Y_NODE])
         return out

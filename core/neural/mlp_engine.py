@@ -179,6 +179,12 @@ class MLPNetwork:
         self._inv_std = [np.empty(s) for s in sizes[1:-1]] if self.batch_norm else []
         self._buf_rows = rows
 
+    def release_buffers(self) -> None:
+        """Drop the training buffers (a fitted model only needs ``forward``)."""
+        for k in ("_Z", "_XH", "_D", "_T", "_inv_std"):
+            self.__dict__.pop(k, None)
+        self._buf_rows = 0
+
     # -- activations -------------------------------------------------------------------
     def _activate(self, Z):
         act = self.activation
@@ -679,6 +685,7 @@ def fit_network(p, X, Y, sw, *, output, ctx, codes=None, score_fn=None):
 
 def set_fitted(est, net: MLPNetwork, info: dict, n_features: int) -> None:
     """Assign the scikit-learn-style fitted attributes (called at the very end of fit)."""
+    net.release_buffers()
     est.net_ = net
     est.coefs_ = [w.copy() for w in net.W]
     est.intercepts_ = [

@@ -247,3 +247,18 @@ def test_em_recovers_parameters_with_missing_values():
     bn.fit(data, alpha=1.0, max_iter=200)
     for v in truth.nodes:
         np.testing.assert_allclose(bn.cpt[v], truth.cpt[v], atol=0.06)
+
+
+def test_many_factors_naive_posterior_closed_form():
+    """40 children of y: the final product has more factors than one einsum call accepts."""
+    rng = np.random.default_rng(9)
+    d = 40
+    bn = random_network([("y", j) for j in range(d)], {"y": 3, **dict.fromkeys(range(d), 3)}, rng)
+    ev = {j: int(rng.integers(0, 3)) for j in range(d) if j % 7}
+    logp = np.log(bn.cpt["y"]) + sum(np.log(bn.cpt[j][:, s]) for j, s in ev.items())
+    expected = np.exp(logp - logp.max())
+    np.testing.assert_allclose(bn.query("y", ev), expected / expected.sum(), rtol=1e-10)
+    post = bn.query([0, 7], ev)  # two hidden children: independent given nothing else observed
+    np.testing.assert_allclose(post.sum(), 1.0)
+    py = bn.query("y", ev)
+    np.testing.assert_allclose(post, np.einsum("y,ya,yb->ab", py, bn.cpt[0], bn.cpt[7]), atol=1e-12)

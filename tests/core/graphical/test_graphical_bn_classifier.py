@@ -164,3 +164,17 @@ def test_all_combinations_of_observed_features_single_rows():
     for mask in itertools.product([False, True], repeat=4):
         row = np.where(mask, np.nan, x)
         np.testing.assert_allclose(clf.predict_proba(row[None])[0], _brute_posterior(clf, row), atol=1e-12)
+
+
+def test_integer_sample_weights_equal_duplicated_rows():
+    rng = np.random.default_rng(10)
+    X, y = _categorical_data(rng, n=120)
+    X[rng.random(X.shape) < 0.15] = np.nan
+    w = rng.integers(1, 4, size=len(y))
+    edges = [["y", 0], [0, 1], ["y", 3], [3, 2]]
+    kw = dict(edges=edges, tol=0.0, max_iter=8)
+    a = BayesianNetworkClassifier(**kw).fit(X, y, sample_weight=w.astype(float))
+    b = BayesianNetworkClassifier(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    for v in a.network_.nodes:
+        np.testing.assert_allclose(a.network_.cpt[v], b.network_.cpt[v], rtol=1e-10)
+    assert a.log_likelihood_ == pytest.approx(b.log_likelihood_, rel=1e-10)
