@@ -68,7 +68,8 @@ def case_pca():
 
     from core.decomposition.pca import PCA
 
-    X = np.random.default_rng(0).normal(size=(100_000, 100)) @ np.random.default_rng(1).normal(size=(100, 100))
+    mix = np.random.default_rng(1).normal(size=(100, 100))
+    X = np.random.default_rng(0).normal(size=(100_000, 100)) @ mix
     ours = best(lambda: PCA(n_components=10).fit(X).transform(X))
     ref = best(lambda: Sk(n_components=10).fit(X).transform(X))
     return "pca 100000x100 -> 10 (fit+transform)", ours, ref, 1.2, ""
