@@ -36,15 +36,15 @@ def assign_euclidean(X, C, x_sq=None, *, return_dist=True):
     c_sq = row_norms_sq(C)
     if x_sq is None:
         x_sq = row_norms_sq(X)
+    Ct = -2.0 * C.T
     for s in range(0, n, _CHUNK):
         e = min(n, s + _CHUNK)
-        D = X[s:e] @ C.T
-        D *= -2.0
+        D = X[s:e] @ Ct  # ||x - c||^2 - ||x||^2 = ||c||^2 - 2 x.c
         D += c_sq
         lab = np.argmin(D, axis=1)
         labels[s:e] = lab
         if return_dist:
-            dist[s:e] = np.maximum(D[np.arange(e - s), lab] + x_sq[s:e], 0.0)
+            dist[s:e] = np.maximum(np.take_along_axis(D, lab[:, None], 1)[:, 0] + x_sq[s:e], 0.0)
     return labels, dist
 
 

@@ -118,7 +118,8 @@ class PCA(Transformer):
         check_is_fitted(self, ["components_"])
         X = check_array(X)
         check_n_features(self, X)
-        Z = (X - self.mean_) @ self.components_.T
+        Z = X @ self.components_.T
+        Z -= self.mean_ @ self.components_.T  # (X - mean) V^T without a centred copy of X
         if self.whiten:
             Z /= np.sqrt(np.maximum(self.explained_variance_, np.finfo(float).tiny))
         return Z
