@@ -89,9 +89,13 @@ def fit_squared_loss(Xc, yc, sw, alpha, solver, p, rng, ctx=NULL_CONTEXT):
             r = (Xb @ v - yc[idx]) * w_rows[idx]
             return (Xb.T @ r) / len(idx) + pen * v
 
+        def objective(v):
+            r = Xs @ v - yc
+            return 0.5 * float(sw @ (r * r)) / S + 0.5 * float(pen @ (v * v))
+
         v, n_iter = minibatch_sgd(
             grad_batch, v0, n, eta0=eta0, rng=rng, batch_size=bs,
-            max_iter=p["max_iter"], tol=p["tol"], ctx=ctx,
+            max_iter=p["max_iter"], tol=p["tol"], loss=objective, ctx=ctx,
         )
     return v / scale, n_iter
 

@@ -219,9 +219,12 @@ def _sgd(prob, theta0, p, l1, rng, ctx):
             G = (((expit(Xb @ W[0]) - prob.y[idx]) * wb) @ Xb / len(idx))[None, :]
         return G.ravel() + prob.l2 * theta * prob.mask
 
+    def objective(theta):
+        return prob.loss_grad(theta)[0] + l1 * float(np.abs(theta * prob.mask).sum())
+
     return minibatch_sgd(
         grad_batch, theta0, n, eta0=eta0, rng=rng, batch_size=bs, max_iter=p["max_iter"],
-        tol=p["tol"], prox=_make_prox(prob, l1), ctx=ctx,
+        tol=p["tol"], prox=_make_prox(prob, l1), loss=objective, ctx=ctx,
     )
 
 

@@ -74,12 +74,16 @@ def minibatch_sgd(
     tol=1e-6,
     prox=None,
     shuffle=True,
+    loss=None,
+    n_iter_no_change=5,
     ctx=NULL_CONTEXT,
 ):
     """Mini-batch SGD; ``grad_batch(x, idx)`` is the gradient of the mean loss on rows ``idx``
     plus the smooth penalty.  One iteration is one epoch.  Returns ``(x_averaged, n_epochs)``.
 
-    Stops when the averaged iterate moves by at most ``tol * max(1, max|x|)`` over an epoch.
+    With ``loss`` (the full objective), stops when the averaged iterate's objective has not
+    improved by ``tol * max(1, |best|)`` for ``n_iter_no_change`` epochs (sklearn's SGD rule);
+    otherwise when the averaged iterate moves by at most ``tol * max(1, max|x|)`` in an epoch.
     """
     x = x0.copy()
     avg = x0.copy()
@@ -87,6 +91,8 @@ def minibatch_sgd(
     order = np.arange(n_samples)
     bs = max(1, min(batch_size, n_samples))
     epoch = 0
+    best = np.inf
+    stall = 0
     for epoch in range(1, max_iter + 1):
         eta = eta0 / np.sqrt(epoch)
         if shuffle:
@@ -104,9 +110,17 @@ def minibatch_sgd(
             avg = x.copy()
             n_avg = 1
         change = float(np.max(np.abs(avg - prev))) if avg.size else 0.0
-        ctx.step(epoch, max_iter, change=change)
-        if epoch > 1 and change <= tol * max(1.0, float(np.max(np.abs(avg))) if avg.size else 0.0):
-            break
+        if loss is not None:
+            f = float(loss(avg))
+            ctx.step(epoch, max_iter, loss=f)
+            stall = stall + 1 if f > best - tol * max(1.0, abs(best) if np.isfinite(best) else 0.0) else 0
+            best = min(best, f)
+            if stall >= n_iter_no_change:
+                break
+        else:
+            ctx.step(epoch, max_iter, change=change)
+            if epoch > 1 and change <= tol * max(1.0, float(np.max(np.abs(avg))) if avg.size else 0.0):
+                break
     return avg, epoch
 
 
