@@ -92,3 +92,14 @@ def test_predict_while_training_is_409(client, iris, settings):
 def test_unknown_route_and_method(client):
     assert_problem(client.get("/v1/nothing"), 404)
     assert_problem(client.put("/v1/datasets"), 405)
+
+
+def test_unknown_ids_and_bad_filters(client):
+    assert_problem(client.get("/v1/jobs/job_nope"), 404, "job_nope")
+    assert_problem(client.get("/v1/models/mdl_nope"), 404, "mdl_nope")
+    assert_problem(client.delete("/v1/models/mdl_nope"), 404)
+    assert_problem(client.get("/v1/datasets/ds_nope/rows"), 404, "ds_nope")
+    assert_problem(client.post("/v1/models/mdl_nope/evaluate", json={"dataset_id": "x"}), 404)
+    assert_problem(client.get("/v1/jobs", params={"status": "sleeping"}), 422, "status")
+    assert_problem(client.get("/v1/models", params={"status": "odd"}), 422, "status")
+    assert client.get("/v1/jobs", params={"status": "queued"}).json() == {"data": [], "count": 0}
