@@ -93,7 +93,8 @@ def main():
     print(f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}")
     print(f"training accuracy: ours {acc_o:.4f}, sklearn {acc_s:.4f}")
     print()
-    print("| measure | ours | sklearn (default threads) | sklearn (1 thread) | ratio ours/sklearn | ratio vs 1 thread |")
+    print("| measure | ours | sklearn (default threads) | sklearn (1 thread) "
+          "| ratio ours/sklearn | ratio vs 1 thread |")
     print("|---|---|---|---|---|---|")
     for name, a, b, c in rows:
         r1 = a / b
