@@ -72,12 +72,34 @@ def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
     return hist
 
 
+_BLOCK = 16
+_TRIU = np.triu(np.ones((_BLOCK, _BLOCK)))
+
+
+def _cumsum_bins(hist):
+    """Inclusive cumulative sums over the bin axis of a (3, F, n_bins) histogram.
+
+    ``np.cumsum`` is one sequential add chain; for 256 bins a blocked version
+    (16 x 16 upper-triangular matmul per block, then block offsets) is ~2x faster.
+    """
+    n_bins = hist.shape[2]
+    if n_bins % _BLOCK or n_bins < 4 * _BLOCK:
+        return np.cumsum(hist, axis=2)
+    rows = hist.shape[0] * hist.shape[1]
+    cs = hist.reshape(rows, n_bins // _BLOCK, _BLOCK) @ _TRIU
+    block_sums = cs[:, :, -1]
+    offsets = np.cumsum(block_sums, axis=1)
+    offsets -= block_sums
+    cs += offsets[:, :, None]
+    return cs.reshape(hist.shape)
+
+
 def _best_split(hist, G, H, C, valid_bins, l2, min_samples_leaf):
-    """Best (gain, feature, bin, missing_left, GL, HL, CL) or None.
+    """Best (gain, feature, bin, missing_left, GL, HL, CL, None) or None.
 
     Left child = non-missing bins <= b (plus the missing bin if missing_left).
     """
-    cs = np.cumsum(hist[:, :, :-1], axis=2)
+    cs = _cumsum_bins(hist)[:, :, :-1]
     cm = hist[2, :, -1]
     any_missing = bool(cm.any())
     cands = [cs]
