@@ -1,5 +1,5 @@
 """Run these tests with single-threaded BLAS: on the shared 2-core CI box, OpenBLAS threads spinning against
-other jobs made small Cholesky/matmul calls 10-30x slower (measured: 228 s vs 25 s for the kernel families)."""
+other jobs made small Cholesky/matmul calls 10-30x slower (measured: 228 s vs 25 s for these tests)."""
 
 import pytest
 
