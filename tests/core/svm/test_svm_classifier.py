@@ -378,3 +378,25 @@ def test_pairwise_coupling_matches_libsvm_iteration():
     p_true = rng.dirichlet(np.ones(k), size=5)
     R = p_true[:, pi] / (p_true[:, pi] + p_true[:, pj])
     np.testing.assert_allclose(pairwise_coupling(R, k), p_true, atol=1e-6)
+
+
+def test_cosine_and_sigmoid_kernels_match_sklearn():
+    X, y = datasets.load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    k = build_kernel("cosine(poly)", gamma=0.1, degree=2, coef0=1.0)
+    ours = SVMClassifier(kernel="cosine(poly)", gamma=0.1, degree=2, coef0=1.0, tol=1e-5).fit(X, y)
+    ref = SVC(kernel="precomputed", tol=1e-5).fit(k(X), y)
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(k(X)), atol=2e-3)
+    ours = SVMClassifier(kernel="sigmoid", gamma=0.01, coef0=0.0, tol=1e-5).fit(X, y)
+    ref = SVC(kernel="sigmoid", gamma=0.01, coef0=0.0, tol=1e-5).fit(X, y)
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=2e-3)
+
+
+def test_ovr_probabilities():
+    X, y = datasets.load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    clf = SVMClassifier(multi_class="ovr", probability=True, random_state=0).fit(X, y)
+    P = clf.predict_proba(X)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+    assert clf.probA_.shape == (3,)
+    assert (P.argmax(1) == y).mean() > 0.9
