@@ -134,7 +134,9 @@ class SVMClassifier(Classifier):
                     probB.append(B)
                 sub.step(1, 1, problem=q + 1, n_problems=n_prob)
 
-        # ---- assemble fitted attributes ----
+        # ---- assemble fitted attributes (dropping optional ones left by an earlier fit) ----
+        for stale in ("coef_", "probA_", "probB_", "_W", "_kernel", "_sv_cache"):
+            self.__dict__.pop(stale, None)
         if solver == "pegasos":
             W = np.array([m[0] for m in models])
             b = np.array([m[1] for m in models])

@@ -400,3 +400,12 @@ def test_ovr_probabilities():
     np.testing.assert_allclose(P.sum(1), 1.0)
     assert clf.probA_.shape == (3,)
     assert (P.argmax(1) == y).mean() > 0.9
+
+
+def test_refit_drops_attributes_of_the_previous_fit():
+    X, y = _blobs()
+    clf = SVMClassifier(kernel="linear", probability=True, random_state=0).fit(X, y)
+    assert hasattr(clf, "coef_") and hasattr(clf, "probA_")
+    clf.set_params(kernel="rbf", probability=False).fit(X, y)
+    assert not hasattr(clf, "coef_") and not hasattr(clf, "probA_")
+    assert not hasattr(clf, "predict_proba")
