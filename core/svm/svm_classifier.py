@@ -279,8 +279,7 @@ class _Fitter:
         probability = p["probability"]
         main_ctx = ctx.child(0.0, 1.0 / 6.0) if probability else ctx
         spec = [(idx, yb, p["C"] * self.s[idx]) for idx, yb in problems]
-        models = solve_smo_batch(K, spec, tol=p["tol"], max_iter=p["max_iter"], cache_mb=p["cache_size"],
-                                 ctx=main_ctx)
+        models = solve_smo_batch(K, spec, tol=p["tol"], max_iter=p["max_iter"], ctx=main_ctx)
         main_ctx.step(1, 1)
         if not probability:
             return models, [], []
@@ -292,9 +291,9 @@ class _Fitter:
             folds.append([(perm[f * m // n_folds:(f + 1) * m // n_folds],
                            np.concatenate([perm[: f * m // n_folds], perm[(f + 1) * m // n_folds:]]))
                           for f in range(n_folds)])
+        # all folds of all problems are independent: one batched solve
+        batch, where = [], []
         for f in range(n_folds):
-            fctx = ctx.child((1 + 5 * f / n_folds) / 6.0, (1 + 5 * (f + 1) / n_folds) / 6.0)
-            batch, where = [], []
             for q, (idx, yb) in enumerate(problems):
                 test, train = folds[q][f]
                 ytr = yb[train]
@@ -304,16 +303,16 @@ class _Fitter:
                     continue
                 batch.append((idx[train], ytr, p["C"] * self.s[idx[train]]))
                 where.append((q, test, train))
-            if batch:
-                res = solve_smo_batch(K, batch, tol=p["tol"], max_iter=p["max_iter"],
-                                      cache_mb=p["cache_size"], ctx=fctx)
-                for (q, test, train), model in zip(where, res, strict=True):
-                    idx, yb = problems[q]
-                    coef = yb[train] * model.alpha
-                    nz = coef != 0
-                    Kt = K[np.ix_(idx[test], idx[train][nz])]
-                    decs[q][test] = Kt @ coef[nz] - model.rho
-            fctx.step(1, 1)
+        cv_ctx = ctx.child(1.0 / 6.0, 1.0)
+        if batch:
+            res = solve_smo_batch(K, batch, tol=p["tol"], max_iter=p["max_iter"], ctx=cv_ctx)
+            for (q, test, train), model in zip(where, res, strict=True):
+                idx, yb = problems[q]
+                coef = yb[train] * model.alpha
+                nz = coef != 0
+                Kt = K[np.ix_(idx[test], idx[train][nz])]
+                decs[q][test] = Kt @ coef[nz] - model.rho
+        cv_ctx.step(1, 1)
         probA, probB = [], []
         for q, (_, yb) in enumerate(problems):
             A, B = sigmoid_train(decs[q], yb)

@@ -323,9 +323,11 @@ def test_progress_per_problem_and_cancellation():
     assert seen[-1][0] == pytest.approx(1.0)
     assert sum("problem" in m for _, m in seen) == 3
     seen.clear()
-    SVMClassifier(probability=True).fit(X, y, ctx=ctx)  # batched path
-    assert seen[-1][0] == pytest.approx(1.0)
-    assert len(seen) >= 6
+    ctx = FitContext(on_progress=lambda f, m: seen.append((f, m)), min_interval=0.0)
+    SVMClassifier(probability=True, C=100.0).fit(X, y, ctx=ctx)  # batched path: every 50 iterations + stages
+    fractions = [f for f, _ in seen]
+    assert fractions[-1] == pytest.approx(1.0)
+    assert len(fractions) >= 3 and fractions == sorted(fractions)
     calls = {"n": 0}
 
     def cancel_later():
