@@ -38,7 +38,7 @@ from ..validation import (
     check_X_y,
 )
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
-from .pegasos import pegasos
+from .pegasos import pegasos, pegasos_multi
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 from .smo import KernelRows, solve_smo, solve_smo_batch
 
@@ -116,7 +116,14 @@ class SVMClassifier(Classifier):
         if solver == "smo" and (n_prob > 1 or p["probability"]) and 8.0 * n * n <= p["cache_size"] * 1e6:
             K_full = kernel(X)
         fitter = _Fitter(X, s, p, kernel, K_full, rng)
-        if K_full is not None and (n_prob > 1 or p["probability"]):
+        if solver == "pegasos" and n_prob > 1 and p["multi_class"] == "ovr" and not p["probability"]:
+            # one-vs-rest problems share X: all weight vectors advance together
+            Y = np.stack([yb for _, yb in problems], axis=1)
+            epochs = p["max_iter"] if p["max_iter"] > 0 else 50
+            Wm, bm, ep = pegasos_multi(X, Y, np.repeat(s[:, None], n_prob, axis=1), p["C"], n_epochs=epochs,
+                                       tol=p["tol"], rng=rng, ctx=ctx)
+            models, probA, probB = [(Wm[q], float(bm[q]), ep) for q in range(n_prob)], [], []
+        elif K_full is not None and (n_prob > 1 or p["probability"]):
             models, probA, probB = fitter.fit_batched(problems, ctx)
         else:
             share = 1.0 / n_prob

@@ -411,3 +411,16 @@ def test_refit_drops_attributes_of_the_previous_fit():
     clf.set_params(kernel="rbf", probability=False).fit(X, y)
     assert not hasattr(clf, "coef_") and not hasattr(clf, "probA_")
     assert not hasattr(clf, "predict_proba")
+
+
+def test_pegasos_multi_column_equals_single_problem():
+    from core.svm.pegasos import pegasos, pegasos_multi
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=300) > 0, 1.0, -1.0)
+    s = rng.uniform(0.5, 2.0, size=300)
+    w, b, ep = pegasos(X, y, s, 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5))
+    W, B, ep2 = pegasos_multi(X, y[:, None], s[:, None], 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5))
+    np.testing.assert_allclose(W[0], w, rtol=1e-10, atol=1e-12)
+    assert B[0] == pytest.approx(b) and ep == ep2
