@@ -421,6 +421,8 @@ def test_pegasos_multi_column_equals_single_problem():
     y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=300) > 0, 1.0, -1.0)
     s = rng.uniform(0.5, 2.0, size=300)
     w, b, ep = pegasos(X, y, s, 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5))
-    W, B, ep2 = pegasos_multi(X, y[:, None], s[:, None], 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5))
+    W, B, ep2 = pegasos_multi(
+        X, y[:, None], s[:, None], 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5)
+    )
     np.testing.assert_allclose(W[0], w, rtol=1e-10, atol=1e-12)
     assert B[0] == pytest.approx(b) and ep == ep2
