@@ -113,12 +113,6 @@ class KernelRows:
             cache.popitem(last=False)
         return r
 
-    def rows_matrix(self, idx) -> np.ndarray:
-        """K[idx, :] (used to rebuild gradients)."""
-        if self.dense is not None:
-            return self.dense[idx]
-        return self.kernel(self.X[idx], self.X)
-
 
 class SMOResult:
     __slots__ = ("alpha", "rho", "n_iter", "obj", "converged", "G")
@@ -282,25 +276,6 @@ def solve_smo(
     rho = _calculate_rho(a, G, y, C)
     obj = 0.5 * float(a @ (G + p))
     return SMOResult(a, rho, it, obj, converged, G)
-
-
-def _reconstruct_gradient(a, p, y, rows, tiled, n):
-    """G = Q a + p from scratch, using the kernel rows of the non-zero a."""
-    G = p.astype(np.float64).copy()
-    nz = np.flatnonzero(a)
-    if nz.size == 0:
-        return G
-    if tiled:
-        coef = np.zeros(n)
-        np.add.at(coef, nz % n, y[nz] * a[nz])
-        nzs = np.flatnonzero(coef)
-        K = rows.rows_matrix(nzs)
-        G += y * np.tile(coef[nzs] @ K, 2)
-        return G
-    for start in range(0, nz.size, 512):
-        idx = nz[start : start + 512]
-        G += y * ((y[idx] * a[idx]) @ rows.rows_matrix(idx))
-    return G
 
 
 def _calculate_rho(a, G, y, C) -> float:
