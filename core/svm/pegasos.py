@@ -98,3 +98,74 @@ def pegasos(
     if n_avg:
         return w_avg.copy(), float(b_avg), epoch
     return w, float(b), epoch
+
+
+def pegasos_multi(
+    X: np.ndarray,
+    Y: np.ndarray,
+    S: np.ndarray,
+    C: float,
+    *,
+    n_epochs: int = 30,
+    batch_size: int | None = None,
+    tol: float = 1e-4,
+    rng: np.random.Generator,
+    ctx=NULL_CONTEXT,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Several Pegasos problems on the same X at once (one-vs-rest): Y, S of shape (n, P).
+
+    Column p is exactly the problem of :func:`pegasos` (its own lambda_p = 1 / (C sum_i S_ip));
+    one mini-batch step updates all P weight vectors with matrix products.  Returns
+    (W (P, d), b (P,), epochs run); stops when every problem's objective has settled.
+    """
+    n, d = X.shape
+    P = Y.shape[1]
+    Ssum = S.sum(axis=0)
+    lam = 1.0 / (C * Ssum)
+    SW = S / (Ssum / n)
+    YS = Y * SW
+    if batch_size is None:
+        batch_size = int(min(n, max(16, min(256, n // 20))))
+    radius = 1.0 / np.sqrt(lam)
+    W = np.zeros((d, P))
+    b = np.zeros(P)
+    W_avg = np.zeros((d, P))
+    b_avg = np.zeros(P)
+    n_avg = 0
+    t = 0
+    n_batches = (n + batch_size - 1) // batch_size
+    avg_start = (n_epochs * n_batches) // 2
+    prev_obj = np.full(P, np.inf)
+    epoch = 0
+    for epoch in range(1, n_epochs + 1):
+        perm = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            idx = perm[start : start + batch_size]
+            t += 1
+            eta = 1.0 / (lam * t)
+            Xb = X[idx]
+            viol = Y[idx] * (Xb @ W + b) < 1.0
+            scale = 1.0 - 1.0 / t  # = 1 - eta lambda
+            W *= scale
+            b *= scale
+            coef = YS[idx] * viol
+            coef *= eta / len(idx)
+            W += Xb.T @ coef
+            b += coef.sum(axis=0)
+            norm = np.sqrt(np.einsum("dp,dp->p", W, W) + b * b)
+            f = np.minimum(1.0, radius / np.maximum(norm, 1e-300))
+            W *= f
+            b *= f
+            if t > avg_start:
+                n_avg += 1
+                W_avg += (W - W_avg) / n_avg
+                b_avg += (b - b_avg) / n_avg
+        Wa, ba = (W_avg, b_avg) if n_avg else (W, b)
+        hinge = np.maximum(0.0, 1.0 - Y * (X @ Wa + ba))
+        obj = 0.5 * lam * (np.einsum("dp,dp->p", Wa, Wa) + ba * ba) + np.einsum("np,np->p", SW, hinge) / n
+        ctx.step(epoch, n_epochs, epoch=epoch, objective=float(obj.mean()))
+        if n_avg and (np.abs(prev_obj - obj) <= tol * np.maximum(1.0, np.abs(obj))).all():
+            break
+        prev_obj = obj
+    Wf, bf = (W_avg, b_avg) if n_avg else (W, b)
+    return Wf.T.copy(), bf.copy(), epoch

@@ -38,7 +38,7 @@ from ..validation import (
     check_X_y,
 )
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
-from .pegasos import pegasos
+from .pegasos import pegasos, pegasos_multi
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 from .smo import KernelRows, solve_smo, solve_smo_batch
 
@@ -116,7 +116,14 @@ class SVMClassifier(Classifier):
         if solver == "smo" and (n_prob > 1 or p["probability"]) and 8.0 * n * n <= p["cache_size"] * 1e6:
             K_full = kernel(X)
         fitter = _Fitter(X, s, p, kernel, K_full, rng)
-        if K_full is not None and (n_prob > 1 or p["probability"]):
+        if solver == "pegasos" and n_prob > 1 and p["multi_class"] == "ovr" and not p["probability"]:
+            # one-vs-rest problems share X: all weight vectors advance together
+            Y = np.stack([yb for _, yb in problems], axis=1)
+            epochs = p["max_iter"] if p["max_iter"] > 0 else 50
+            Wm, bm, ep = pegasos_multi(X, Y, np.repeat(s[:, None], n_prob, axis=1), p["C"], n_epochs=epochs,
+                                       tol=p["tol"], rng=rng, ctx=ctx)
+            models, probA, probB = [(Wm[q], float(bm[q]), ep) for q in range(n_prob)], [], []
+        elif K_full is not None and (n_prob > 1 or p["probability"]):
             models, probA, probB = fitter.fit_batched(problems, ctx)
         else:
             share = 1.0 / n_prob
@@ -134,7 +141,9 @@ class SVMClassifier(Classifier):
                     probB.append(B)
                 sub.step(1, 1, problem=q + 1, n_problems=n_prob)
 
-        # ---- assemble fitted attributes ----
+        # ---- assemble fitted attributes (dropping optional ones left by an earlier fit) ----
+        for stale in ("coef_", "probA_", "probB_", "_W", "_kernel", "_sv_cache"):
+            self.__dict__.pop(stale, None)
         if solver == "pegasos":
             W = np.array([m[0] for m in models])
             b = np.array([m[1] for m in models])
@@ -277,8 +286,7 @@ class _Fitter:
         probability = p["probability"]
         main_ctx = ctx.child(0.0, 1.0 / 6.0) if probability else ctx
         spec = [(idx, yb, p["C"] * self.s[idx]) for idx, yb in problems]
-        models = solve_smo_batch(K, spec, tol=p["tol"], max_iter=p["max_iter"], cache_mb=p["cache_size"],
-                                 ctx=main_ctx)
+        models = solve_smo_batch(K, spec, tol=p["tol"], max_iter=p["max_iter"], ctx=main_ctx)
         main_ctx.step(1, 1)
         if not probability:
             return models, [], []
@@ -290,9 +298,9 @@ class _Fitter:
             folds.append([(perm[f * m // n_folds:(f + 1) * m // n_folds],
                            np.concatenate([perm[: f * m // n_folds], perm[(f + 1) * m // n_folds:]]))
                           for f in range(n_folds)])
+        # all folds of all problems are independent: one batched solve
+        batch, where = [], []
         for f in range(n_folds):
-            fctx = ctx.child((1 + 5 * f / n_folds) / 6.0, (1 + 5 * (f + 1) / n_folds) / 6.0)
-            batch, where = [], []
             for q, (idx, yb) in enumerate(problems):
                 test, train = folds[q][f]
                 ytr = yb[train]
@@ -302,16 +310,16 @@ class _Fitter:
                     continue
                 batch.append((idx[train], ytr, p["C"] * self.s[idx[train]]))
                 where.append((q, test, train))
-            if batch:
-                res = solve_smo_batch(K, batch, tol=p["tol"], max_iter=p["max_iter"],
-                                      cache_mb=p["cache_size"], ctx=fctx)
-                for (q, test, train), model in zip(where, res, strict=True):
-                    idx, yb = problems[q]
-                    coef = yb[train] * model.alpha
-                    nz = coef != 0
-                    Kt = K[np.ix_(idx[test], idx[train][nz])]
-                    decs[q][test] = Kt @ coef[nz] - model.rho
-            fctx.step(1, 1)
+        cv_ctx = ctx.child(1.0 / 6.0, 1.0)
+        if batch:
+            res = solve_smo_batch(K, batch, tol=p["tol"], max_iter=p["max_iter"], ctx=cv_ctx)
+            for (q, test, train), model in zip(where, res, strict=True):
+                idx, yb = problems[q]
+                coef = yb[train] * model.alpha
+                nz = coef != 0
+                Kt = K[np.ix_(idx[test], idx[train][nz])]
+                decs[q][test] = Kt @ coef[nz] - model.rho
+        cv_ctx.step(1, 1)
         probA, probB = [], []
         for q, (_, yb) in enumerate(problems):
             A, B = sigmoid_train(decs[q], yb)

@@ -323,9 +323,11 @@ def test_progress_per_problem_and_cancellation():
     assert seen[-1][0] == pytest.approx(1.0)
     assert sum("problem" in m for _, m in seen) == 3
     seen.clear()
-    SVMClassifier(probability=True).fit(X, y, ctx=ctx)  # batched path
-    assert seen[-1][0] == pytest.approx(1.0)
-    assert len(seen) >= 6
+    ctx = FitContext(on_progress=lambda f, m: seen.append((f, m)), min_interval=0.0)
+    SVMClassifier(probability=True, C=100.0).fit(X, y, ctx=ctx)  # batched path: every 50 iterations + stages
+    fractions = [f for f, _ in seen]
+    assert fractions[-1] == pytest.approx(1.0)
+    assert len(fractions) >= 3 and fractions == sorted(fractions)
     calls = {"n": 0}
 
     def cancel_later():
@@ -378,3 +380,49 @@ def test_pairwise_coupling_matches_libsvm_iteration():
     p_true = rng.dirichlet(np.ones(k), size=5)
     R = p_true[:, pi] / (p_true[:, pi] + p_true[:, pj])
     np.testing.assert_allclose(pairwise_coupling(R, k), p_true, atol=1e-6)
+
+
+def test_cosine_and_sigmoid_kernels_match_sklearn():
+    X, y = datasets.load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    k = build_kernel("cosine(poly)", gamma=0.1, degree=2, coef0=1.0)
+    ours = SVMClassifier(kernel="cosine(poly)", gamma=0.1, degree=2, coef0=1.0, tol=1e-5).fit(X, y)
+    ref = SVC(kernel="precomputed", tol=1e-5).fit(k(X), y)
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(k(X)), atol=2e-3)
+    ours = SVMClassifier(kernel="sigmoid", gamma=0.01, coef0=0.0, tol=1e-5).fit(X, y)
+    ref = SVC(kernel="sigmoid", gamma=0.01, coef0=0.0, tol=1e-5).fit(X, y)
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=2e-3)
+
+
+def test_ovr_probabilities():
+    X, y = datasets.load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    clf = SVMClassifier(multi_class="ovr", probability=True, random_state=0).fit(X, y)
+    P = clf.predict_proba(X)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+    assert clf.probA_.shape == (3,)
+    assert (P.argmax(1) == y).mean() > 0.9
+
+
+def test_refit_drops_attributes_of_the_previous_fit():
+    X, y = _blobs()
+    clf = SVMClassifier(kernel="linear", probability=True, random_state=0).fit(X, y)
+    assert hasattr(clf, "coef_") and hasattr(clf, "probA_")
+    clf.set_params(kernel="rbf", probability=False).fit(X, y)
+    assert not hasattr(clf, "coef_") and not hasattr(clf, "probA_")
+    assert not hasattr(clf, "predict_proba")
+
+
+def test_pegasos_multi_column_equals_single_problem():
+    from core.svm.pegasos import pegasos, pegasos_multi
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=300) > 0, 1.0, -1.0)
+    s = rng.uniform(0.5, 2.0, size=300)
+    w, b, ep = pegasos(X, y, s, 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5))
+    W, B, ep2 = pegasos_multi(
+        X, y[:, None], s[:, None], 2.0, n_epochs=20, tol=1e-6, rng=np.random.default_rng(5)
+    )
+    np.testing.assert_allclose(W[0], w, rtol=1e-10, atol=1e-12)
+    assert B[0] == pytest.approx(b) and ep == ep2
