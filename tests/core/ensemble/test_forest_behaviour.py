@@ -128,3 +128,22 @@ def test_histogram_mode_forest():
     a = RFC(n_estimators=10, splitter="hist", max_bins=16, random_state=0).fit(X[:1500], y[:1500])
     b = RFC(n_estimators=10, splitter="exact", random_state=0).fit(X[:1500], y[:1500])
     assert abs(a.score(X[1500:], y[1500:]) - b.score(X[1500:], y[1500:])) < 0.04
+
+
+def test_batched_fast_path_equals_general_path():
+    # 3000 x 30 (sample, tree) pairs span several cache-sized batches and tree groups
+    X, y = _data(3000)
+    m = RFC(n_estimators=30, random_state=0).fit(X, y)
+    table = m._table
+    table_groups = table._GROUP_NODES
+    try:
+        table._GROUP_NODES = 2000  # force several tree groups
+        fast = m.predict_proba(X)
+    finally:
+        table._GROUP_NODES = table_groups
+    s, t, node, w = table.weighted_leaves(X)
+    assert (w == 1.0).all()  # no missing values: one leaf per (sample, tree)
+    leaves = np.empty((3000, 30), dtype=np.intp)
+    leaves[s, t] = node
+    np.testing.assert_array_equal(table.leaves(X), leaves)
+    np.testing.assert_allclose(fast, table.value[leaves].mean(axis=1))
