@@ -903,6 +903,9 @@ class NodeTable:
                 nn = np.concatenate([nn, self.pchildren[pos]])
                 nw = np.concatenate([nw, np.repeat(ew, counts) * self.pfrac[pos]])
             s, t, node, w = ns, nt, nn, nw
+        if not done_s:
+            e = np.zeros(0, dtype=np.intp)
+            return e, e, e, np.zeros(0)
         cat_ = np.concatenate
         return cat_(done_s), cat_(done_t), cat_(done_n), cat_(done_w)
 
