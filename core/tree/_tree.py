@@ -766,6 +766,8 @@ class NodeTable:
 
     # trees whose node arrays are walked together in large batches (cache-sized groups)
     _GROUP_NODES = 1 << 15
+    # levels between drops of the pairs that reached a leaf
+    _COMPACT_EVERY = 4
 
     def _tree_groups(self):
         sizes = np.diff(np.r_[self.roots, self.feat0.size])
@@ -826,7 +828,7 @@ class NodeTable:
             node *= 2
             node += go
             node = take(ch2, node)
-            if d % 3 == 2 and d + 1 < self.max_depth:
+            if d % self._COMPACT_EVERY == self._COMPACT_EVERY - 1 and d + 1 < self.max_depth:
                 lf = take(leaf, node)
                 if lf.any():
                     keep = ~lf
