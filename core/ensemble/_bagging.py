@@ -95,8 +95,26 @@ def draw_bags(p: dict, n: int, f: int):
     return bags
 
 
-def fit_member(cls, params, X, y, counts, feats, seed, w, is_cat):
+class ConstantMember:
+    """Stand-in member for a bag that holds a single class (a classifier cannot be fitted on it)."""
+
+    def __init__(self, code: int, n_features: int):
+        self.classes_ = np.array([code])
+        self.n_features_in_ = n_features
+
+    def predict_proba(self, X):
+        return np.ones((np.asarray(X).shape[0], 1))
+
+    def predict(self, X):
+        return np.full(np.asarray(X).shape[0], self.classes_[0])
+
+
+def fit_member(cls, params, X, y, counts, feats, seed, w, is_cat, classification=False):
     """Fit one base learner on its bag."""
+    if classification:
+        present = np.unique(y[counts > 0])
+        if present.size == 1:
+            return ConstantMember(int(present[0]), len(feats))
     params = dict(params)
     if "random_state" in cls.params and "random_state" not in params:
         params["random_state"] = seed

@@ -107,7 +107,7 @@ def fit_forest(X, y, w, is_cat, p, *, regression: bool, n_classes: int, ctx, y_r
         else:
             counts = None
             rows = np.arange(n)
-            tw = w
+            tw = w if class_weight_fn is None else w * class_weight_fn(y, np.ones(n))
         tree = grow_tree(binned, rows, tw, y, criterion=p["criterion"], n_classes=n_classes, rng=trng,
                          y_raw=y_raw, **settings)
         if ccp > 0:

@@ -53,7 +53,8 @@ class BaggingClassifier(Classifier):
         bags = draw_bags(p, X.shape[0], X.shape[1])
         members, feats_list = [], []
         for i, (counts, feats, seed) in enumerate(bags):
-            members.append(fit_member(cls, bparams, X, codes, counts, feats, seed, w, is_cat))
+            members.append(fit_member(cls, bparams, X, codes, counts, feats, seed, w, is_cat,
+                                      classification=True))
             feats_list.append(feats)
             ctx.step(i + 1, len(bags))
         soft = callable(getattr(cls, "predict_proba", None))

@@ -764,24 +764,48 @@ class NodeTable:
     # (sample, tree) pairs processed at once: keeps the working set in cache
     _CHUNK_PAIRS = 1 << 16
 
+    # trees whose node arrays are walked together in large batches (cache-sized groups)
+    _GROUP_NODES = 1 << 15
+    # levels between drops of the pairs that reached a leaf
+    _COMPACT_EVERY = 4
+
+    def _tree_groups(self):
+        sizes = np.diff(np.r_[self.roots, self.feat0.size])
+        groups, start, acc = [], 0, 0
+        for i, s in enumerate(sizes):
+            if acc and acc + s > self._GROUP_NODES:
+                groups.append((start, i))
+                start, acc = i, 0
+            acc += s
+        groups.append((start, len(sizes)))
+        return groups
+
+    def _batches(self, n):
+        """(tree slice, sample slice) blocks covering all (sample, tree) pairs."""
+        T = self.n_trees
+        if n * T <= self._CHUNK_PAIRS:
+            yield slice(0, T), slice(0, n)
+            return
+        for a, b in self._tree_groups():
+            step = max(1, self._CHUNK_PAIRS // (b - a))
+            for s in range(0, n, step):
+                yield slice(a, b), slice(s, s + step)
+
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """(n_samples, n_trees) leaf ids; only for X without NaN and trees without categorical nodes."""
         n = X.shape[0]
-        T = self.n_trees
-        step = max(1, self._CHUNK_PAIRS // T)
-        if n <= step:
-            return self._leaves_chunk(X)
-        out = np.empty((n, T), dtype=np.intp)
-        for a in range(0, n, step):
-            out[a : a + step] = self._leaves_chunk(X[a : a + step])
+        out = np.empty((n, self.n_trees), dtype=np.intp)
+        for ts, ss in self._batches(n):
+            out[ss, ts] = self._leaves_chunk(X[ss], self.roots[ts])
         return out
 
-    def _leaves_chunk(self, X: np.ndarray) -> np.ndarray:
+    def _leaves_chunk(self, X: np.ndarray, roots=None) -> np.ndarray:
         # one level per iteration for every (sample, tree) pair; pairs that reached a leaf
         # are dropped every third level (leaves loop to themselves, so late checks are safe)
         n, f = X.shape
-        T = self.n_trees
-        node = np.tile(self.roots, n)
+        roots = self.roots if roots is None else roots
+        T = roots.size
+        node = np.tile(roots, n)
         rowbase = np.repeat(np.arange(n, dtype=np.intp) * f, T)
         out = np.empty(n * T, dtype=np.intp)
         act = None
@@ -804,7 +828,7 @@ class NodeTable:
             node *= 2
             node += go
             node = take(ch2, node)
-            if d % 3 == 2 and d + 1 < self.max_depth:
+            if d % self._COMPACT_EVERY == self._COMPACT_EVERY - 1 and d + 1 < self.max_depth:
                 lf = take(leaf, node)
                 if lf.any():
                     keep = ~lf
@@ -881,6 +905,9 @@ class NodeTable:
                 nn = np.concatenate([nn, self.pchildren[pos]])
                 nw = np.concatenate([nw, np.repeat(ew, counts) * self.pfrac[pos]])
             s, t, node, w = ns, nt, nn, nw
+        if not done_s:
+            e = np.zeros(0, dtype=np.intp)
+            return e, e, e, np.zeros(0)
         cat_ = np.concatenate
         return cat_(done_s), cat_(done_t), cat_(done_n), cat_(done_w)
 
@@ -906,11 +933,9 @@ class NodeTable:
         if not self.needs_general(X):
             if self.n_trees == 1:
                 return self.value[self.leaves(X)[:, 0]]
-            step = max(1, self._CHUNK_PAIRS // self.n_trees)
-            if n <= step:
-                return self.value[self._leaves_chunk(X)].mean(axis=1)
-            out = np.empty((n, self.value.shape[1]))
-            for a in range(0, n, step):
-                out[a : a + step] = self.value[self._leaves_chunk(X[a : a + step])].mean(axis=1)
+            out = np.zeros((n, self.value.shape[1]))
+            for ts, ss in self._batches(n):
+                out[ss] += self.value[self._leaves_chunk(X[ss], self.roots[ts])].sum(axis=1)
+            out /= self.n_trees
             return out
         return self.per_tree_values(X).mean(axis=1) if n else np.zeros((0, self.value.shape[1]))

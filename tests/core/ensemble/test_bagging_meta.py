@@ -74,3 +74,12 @@ def test_bagging_regressor_variance_reduction_and_oob():
     m = BR(estimator={"name": "random_forest_regressor", "params": {"n_estimators": 3}}, n_estimators=2,
            random_state=0).fit(X, y)
     assert m.predict(X).shape == (400,)
+
+
+def test_single_class_bag_is_handled():
+    X = np.arange(12, dtype=float).reshape(-1, 1)
+    y = np.array([0] * 11 + [1])
+    m = BC(n_estimators=15, max_samples=3, random_state=0).fit(X, y)
+    p = m.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert any(type(e).__name__ == "ConstantMember" for e in m.estimators_)

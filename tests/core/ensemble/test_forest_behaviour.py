@@ -128,3 +128,48 @@ def test_histogram_mode_forest():
     a = RFC(n_estimators=10, splitter="hist", max_bins=16, random_state=0).fit(X[:1500], y[:1500])
     b = RFC(n_estimators=10, splitter="exact", random_state=0).fit(X[:1500], y[:1500])
     assert abs(a.score(X[1500:], y[1500:]) - b.score(X[1500:], y[1500:])) < 0.04
+
+
+def test_batched_fast_path_equals_general_path():
+    # 3000 x 30 (sample, tree) pairs span several cache-sized batches and tree groups
+    X, y = _data(3000)
+    m = RFC(n_estimators=30, random_state=0).fit(X, y)
+    table = m._table
+    table_groups = table._GROUP_NODES
+    try:
+        table._GROUP_NODES = 2000  # force several tree groups
+        fast = m.predict_proba(X)
+    finally:
+        table._GROUP_NODES = table_groups
+    s, t, node, w = table.weighted_leaves(X)
+    assert (w == 1.0).all()  # no missing values: one leaf per (sample, tree)
+    leaves = np.empty((3000, 30), dtype=np.intp)
+    leaves[s, t] = node
+    np.testing.assert_array_equal(table.leaves(X), leaves)
+    np.testing.assert_allclose(fast, table.value[leaves].mean(axis=1))
+
+
+@pytest.mark.parametrize("cw", ["balanced", "balanced_subsample"])
+def test_class_weight_raises_minority_recall(cw):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = (X[:, 0] + 0.8 * rng.normal(size=600) > 1.3).astype(int)  # ~10% positives
+    plain = RFC(n_estimators=20, min_samples_leaf=10, random_state=0).fit(X, y)
+    weighted = RFC(n_estimators=20, min_samples_leaf=10, class_weight=cw, random_state=0).fit(X, y)
+    recall = lambda m: (m.predict(X)[y == 1] == 1).mean()  # noqa: E731
+    assert recall(weighted) > recall(plain)
+    RFC(n_estimators=3, bootstrap=False, class_weight=cw, random_state=0).fit(X, y)
+
+
+def test_regression_tree_forest_with_missing_and_categorical():
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 4, size=500).astype(float)
+    x = rng.normal(size=500)
+    y = np.array([0.0, 5.0, -3.0, 2.0])[c.astype(int)] + x
+    X = np.c_[c, x]
+    X[rng.random(500) < 0.1, 1] = np.nan
+    r = RFR(n_estimators=15, random_state=0).fit(X[:400], y[:400], categorical_features=[0])
+    assert r.score(X[400:], y[400:]) > 0.85
+    t = registry.get("decision_tree_regressor")(max_depth=1).fit(X, y, categorical_features=[0])
+    assert t.tree_.kind[0] == 2
+    np.testing.assert_allclose(t.predict(np.array([[1.0, 0.0]])), y[c == 1].mean())
