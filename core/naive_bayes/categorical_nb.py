@@ -130,6 +130,7 @@ class CategoricalNB(NaiveBayes):
         self.n_categories_ = n_cat
         self.feature_log_prob_ = [table[j, :, : n_cat[j]] for j in range(len(counts))]
         self._table = table
+        self._tableT = np.ascontiguousarray(table.transpose(0, 2, 1))  # (d, max_k + 1, K)
         self.class_log_prior_ = class_log_prior(class_count, p)
         self.categorical_features_ = mask
         self.theta_ = theta
@@ -144,9 +145,9 @@ class CategoricalNB(NaiveBayes):
         jll = np.broadcast_to(self.class_log_prior_, (X.shape[0], len(self.classes_))).copy()
         if C.shape[1]:
             idx = code_index(C, self.n_categories_, self._table.shape[2] - 1)
-            d = C.shape[1]
-            # table[j, :, idx[i, j]] -> (n, d, K), summed over features
-            jll += self._table[np.arange(d)[None, :], :, idx].sum(axis=1)
+            tableT = self._tableT
+            for j in range(C.shape[1]):
+                jll += tableT[j][idx[:, j]]
         if self.theta_ is not None:
             jll += gaussian_log_likelihood(X[:, ~mask], self.theta_, self.var_)
         return jll
