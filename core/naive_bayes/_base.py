@@ -26,7 +26,8 @@ def softmax(s: np.ndarray) -> np.ndarray:
     """``exp(s - logsumexp(s))`` row-wise, computed in place on a shifted copy."""
     m = np.max(s, axis=1, keepdims=True)
     m[~np.isfinite(m)] = 0.0
-    e = np.exp(s - m)
+    e = np.subtract(s, m)
+    np.exp(e, out=e)
     e /= np.sum(e, axis=1, keepdims=True)
     return e
 
