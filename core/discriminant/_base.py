@@ -128,7 +128,7 @@ class DiscriminantClassifier(Classifier):
         return log_softmax(self.decision_function(X))
 
     def predict_proba(self, X) -> np.ndarray:
-        return softmax(self.decision_function(X))
+        return softmax(self.decision_function(X), copy=False)
 
     def predict(self, X):
         scores = self.decision_function(X)

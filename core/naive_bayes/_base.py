@@ -22,11 +22,11 @@ def log_softmax(s: np.ndarray) -> np.ndarray:
     return z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
 
 
-def softmax(s: np.ndarray) -> np.ndarray:
-    """``exp(s - logsumexp(s))`` row-wise, computed in place on a shifted copy."""
+def softmax(s: np.ndarray, *, copy: bool = True) -> np.ndarray:
+    """``exp(s - logsumexp(s))`` row-wise (in place on ``s`` when ``copy=False``)."""
     m = np.max(s, axis=1, keepdims=True)
     m[~np.isfinite(m)] = 0.0
-    e = np.subtract(s, m)
+    e = np.subtract(s, m) if copy else np.subtract(s, m, out=s)
     np.exp(e, out=e)
     e /= np.sum(e, axis=1, keepdims=True)
     return e
@@ -96,7 +96,7 @@ class NaiveBayes(Classifier):
         return log_softmax(self.predict_joint_log_proba(X))
 
     def predict_proba(self, X) -> np.ndarray:
-        return softmax(self.predict_joint_log_proba(X))
+        return softmax(self.predict_joint_log_proba(X), copy=False)
 
     def predict(self, X):
         scores = self.predict_joint_log_proba(X)
