@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from scipy.special import logsumexp
 
 from ..base import Classifier
+from ..naive_bayes._base import log_softmax, softmax
 from ..params import Choice, Float, ListOf, OneOf, ParamError
 from ..validation import DataError, check_array, check_is_fitted, check_n_features
 
@@ -125,11 +125,10 @@ class DiscriminantClassifier(Classifier):
         return self._decision(self._check(X))
 
     def predict_log_proba(self, X) -> np.ndarray:
-        s = self.decision_function(X)
-        return s - logsumexp(s, axis=1, keepdims=True)
+        return log_softmax(self.decision_function(X))
 
     def predict_proba(self, X) -> np.ndarray:
-        return np.exp(self.predict_log_proba(X))
+        return softmax(self.decision_function(X), copy=False)
 
     def predict(self, X):
         scores = self.decision_function(X)

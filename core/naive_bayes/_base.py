@@ -8,11 +8,28 @@ log-likelihood, computed in log space) and normalises with log-sum-exp:
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ..base import Classifier
 from ..params import Bool, Float, ListOf, ParamError
 from ..validation import check_array, check_is_fitted, check_n_features
+
+
+def log_softmax(s: np.ndarray) -> np.ndarray:
+    """``s - logsumexp(s)`` row-wise (rows of -inf stay finite where possible)."""
+    m = np.max(s, axis=1, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    z = s - m
+    return z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
+
+
+def softmax(s: np.ndarray, *, copy: bool = True) -> np.ndarray:
+    """``exp(s - logsumexp(s))`` row-wise (in place on ``s`` when ``copy=False``)."""
+    m = np.max(s, axis=1, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    e = np.subtract(s, m) if copy else np.subtract(s, m, out=s)
+    np.exp(e, out=e)
+    e /= np.sum(e, axis=1, keepdims=True)
+    return e
 
 
 def one_hot(codes: np.ndarray, n_classes: int, weights: np.ndarray) -> np.ndarray:
@@ -76,11 +93,10 @@ class NaiveBayes(Classifier):
         return self._jll(self._check_predict_X(X))
 
     def predict_log_proba(self, X) -> np.ndarray:
-        jll = self.predict_joint_log_proba(X)
-        return jll - logsumexp(jll, axis=1, keepdims=True)
+        return log_softmax(self.predict_joint_log_proba(X))
 
     def predict_proba(self, X) -> np.ndarray:
-        return np.exp(self.predict_log_proba(X))
+        return softmax(self.predict_joint_log_proba(X), copy=False)
 
     def predict(self, X):
         scores = self.predict_joint_log_proba(X)

@@ -58,9 +58,24 @@ def padded_log_table(counts: list[np.ndarray], alpha: float, mle: bool = False) 
 
 
 def code_index(C: np.ndarray, n_categories: np.ndarray, pad: int) -> np.ndarray:
-    """Integer codes with NaN or unseen codes (>= k_j) mapped to the padding column."""
-    bad = np.isnan(C) | (C >= n_categories[None, :])
-    return np.where(bad, pad, np.nan_to_num(C, nan=0.0)).astype(np.intp)
+    """Integer codes; NaN or unseen codes (>= k_j) map to the padding column ``pad``.
+
+    Raises DataError for negative or non-integer codes (few passes over the data: predict path).
+    """
+    nan = np.isnan(C)
+    any_nan = bool(nan.any())
+    C0 = np.where(nan, 0.0, C) if any_nan else C
+    if C0.size and (C0.max() > 2**40 or C0.min() < 0):
+        raise DataError("categorical features must hold non-negative integer category codes 0..k-1")
+    idx = C0.astype(np.intp)
+    if (idx != C0).any():
+        raise DataError("categorical features must hold non-negative integer category codes 0..k-1")
+    unseen = idx >= n_categories[None, :]
+    if any_nan:
+        unseen |= nan
+    if unseen.any():
+        idx[unseen] = pad
+    return idx
 
 
 @register
@@ -130,6 +145,7 @@ class CategoricalNB(NaiveBayes):
         self.n_categories_ = n_cat
         self.feature_log_prob_ = [table[j, :, : n_cat[j]] for j in range(len(counts))]
         self._table = table
+        self._tableT = np.ascontiguousarray(table.transpose(0, 2, 1))  # (d, max_k + 1, K)
         self.class_log_prior_ = class_log_prior(class_count, p)
         self.categorical_features_ = mask
         self.theta_ = theta
@@ -140,13 +156,12 @@ class CategoricalNB(NaiveBayes):
     def _jll(self, X):
         mask = self.categorical_features_
         C = X[:, mask]
-        check_codes(C)
         jll = np.broadcast_to(self.class_log_prior_, (X.shape[0], len(self.classes_))).copy()
         if C.shape[1]:
             idx = code_index(C, self.n_categories_, self._table.shape[2] - 1)
-            d = C.shape[1]
-            # table[j, :, idx[i, j]] -> (n, d, K), summed over features
-            jll += self._table[np.arange(d)[None, :], :, idx].sum(axis=1)
+            tableT = self._tableT
+            for j in range(C.shape[1]):
+                jll += tableT[j][idx[:, j]]
         if self.theta_ is not None:
             jll += gaussian_log_likelihood(X[:, ~mask], self.theta_, self.var_)
         return jll

@@ -45,8 +45,8 @@ class KNNClassifier(KNNMixin, Classifier):
         labels = self.y_codes_[ind]
         m, k = labels.shape
         K = len(self.classes_)
-        proba = np.zeros((m, K))
-        rows = np.repeat(np.arange(m), k)
-        np.add.at(proba, (rows, labels.ravel()), 1.0 if w is None else w.ravel())
+        flat = (np.arange(m)[:, None] * K + labels).ravel()
+        proba = np.bincount(flat, weights=None if w is None else w.ravel(), minlength=m * K)
+        proba = proba.reshape(m, K).astype(np.float64)
         proba /= proba.sum(axis=1, keepdims=True)
         return proba

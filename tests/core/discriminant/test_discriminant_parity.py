@@ -20,6 +20,8 @@ QDA = registry.get("quadratic_discriminant_analysis")
 @functools.cache
 def _data(name):
     X, y = DATASETS[name](return_X_y=True)
+    if name == "digits":
+        X, y = X[::2], y[::2]  # 899 rows keep the family's test time down; 10 classes, 64 features
     return X.astype(np.float64), y
 
 
@@ -58,10 +60,14 @@ def test_lda_parity_proba_accuracy_transform(dataset):
             if kw["solver"] != "lsqr":
                 to, tr = ours.transform(X[test]), ref.transform(X[test])
                 assert to.shape == tr.shape
-                if dataset == "digits" and kw.get("shrinkage") is not None:
-                    # shrinkage lifts the between-class null space to one degenerate eigenvalue;
-                    # on digits the 9th direction falls inside it (arbitrary in both libraries)
-                    to, tr = to[:, :8], tr[:, :8]
+                if kw.get("shrinkage") is not None:
+                    # shrinkage lifts the between-class null space to one degenerate eigenvalue
+                    # (the smallest kept ratio); directions inside it are arbitrary in both
+                    # libraries, so compare the directions strictly above it
+                    evr = ref.explained_variance_ratio_
+                    keep = evr > evr.min() * (1 + 1e-6)
+                    keep[0] = True  # the leading direction is never in the degenerate floor
+                    to, tr = to[:, keep], tr[:, keep]
                 assert _same_up_to_sign(to, tr) < 1e-6, kw
                 np.testing.assert_allclose(
                     ours.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-8

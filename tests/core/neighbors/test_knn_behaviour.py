@@ -123,3 +123,21 @@ def test_pairwise_distances_module():
     np.testing.assert_allclose(np.vstack([b for _, b in blocks]), cdist(A, B), atol=1e-12)
     with pytest.raises(ValueError):
         distances.pairwise_distances(A, B, metric="hamming")
+
+
+def test_pickle_after_use_drops_caches_and_predicts_the_same():
+    import pickle
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3000, 20))
+    y = np.where(X[:, 0] > 0, "pos", "neg")
+    est = KNNC(n_neighbors=3).fit(X, y)
+    before = est.predict(X[:50])
+    assert est.index_._prep is not None
+    clone = pickle.loads(pickle.dumps(est))
+    assert clone.index_._prep is None and clone.index_._tree is None
+    np.testing.assert_array_equal(clone.predict(X[:50]), before)
+    # training points are their own nearest neighbour (distance 0)
+    d, i = clone.kneighbors(X[:5], n_neighbors=1)
+    np.testing.assert_array_equal(i[:, 0], np.arange(5))
+    np.testing.assert_allclose(d[:, 0], 0.0, atol=1e-6)
