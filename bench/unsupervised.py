@@ -9,7 +9,8 @@ Cases (targets from the unsupervised brief):
   ward      agglomerative ward on 10,000 points (peak traced memory vs one n^2 float64 matrix)  <= 2x
   silhouette  silhouette_score on 20,000 points, 6 clusters (bounded-memory chunks)             <= 1.5x
   kmeans    KMeans k=10 on 100,000 x 10, n_init=3                                                (report)
-Each timing is the best of a few runs (wall clock; 1 for gmm and ward); the machine is shared, so ratios are noisy.
+Each timing is the best of a few runs (wall clock; 1 for gmm and ward);
+the machine is shared, so ratios are noisy.
 """
 
 from __future__ import annotations
