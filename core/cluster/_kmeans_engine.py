@@ -36,15 +36,16 @@ def assign_euclidean(X, C, x_sq=None, *, return_dist=True):
     c_sq = row_norms_sq(C)
     if x_sq is None:
         x_sq = row_norms_sq(X)
-    Ct = -2.0 * C.T
+    C2 = -2.0 * C
     for s in range(0, n, _CHUNK):
         e = min(n, s + _CHUNK)
-        D = X[s:e] @ Ct  # ||x - c||^2 - ||x||^2 = ||c||^2 - 2 x.c
-        D += c_sq
-        lab = np.argmin(D, axis=1)
+        # (k, m) layout: C @ X^T is ~2-5x faster in OpenBLAS than X @ C^T for skinny shapes
+        D = C2 @ X[s:e].T  # ||x - c||^2 - ||x||^2 = ||c||^2 - 2 x.c
+        D += c_sq[:, None]
+        lab = np.argmin(D, axis=0)
         labels[s:e] = lab
         if return_dist:
-            dist[s:e] = np.maximum(np.take_along_axis(D, lab[:, None], 1)[:, 0] + x_sq[s:e], 0.0)
+            dist[s:e] = np.maximum(D[lab, np.arange(e - s)] + x_sq[s:e], 0.0)
     return labels, dist
 
 

@@ -95,7 +95,6 @@ class SpectralClustering(Clusterer):
         _, labels, _, _ = eng.kmeans_fit(E, k, np.ones(n), rng, init="k-means++", n_init=p["n_init"],
                                          ctx=ctx.child(2 / 3, 1.0))
         self.labels_ = labels
-        self.affinity_matrix_ = W
         self.embedding_ = E
         self._tree = cKDTree(X)
         self.n_features_in_ = X.shape[1]

@@ -30,7 +30,7 @@ __all__ = [
     "elbow_table",
 ]
 
-_CHUNK_BYTES = 64 * 2**20
+_CHUNK_BYTES = 32 * 2**20
 
 
 def _codes(labels):
@@ -62,10 +62,8 @@ sse = inertia
 
 def _distance_chunk(X, Y, metric, x_sq=None, y_sq=None):
     if metric == "euclidean":
+        # one GEMM gives ||x||^2 + ||y||^2 - 2 x.y: X and Y are augmented with [1, ||.||^2]
         D = X @ Y.T
-        D *= -2.0
-        D += x_sq[:, None]
-        D += y_sq[None, :]
         np.maximum(D, 0.0, out=D)
         return np.sqrt(D, out=D)
     return cdist(X, Y, metric)
@@ -88,7 +86,11 @@ def silhouette_samples(X, labels, *, metric="euclidean", chunk_bytes=_CHUNK_BYTE
     counts = np.bincount(codes, minlength=k).astype(np.float64)
     onehot = np.zeros((n, k))
     onehot[np.arange(n), codes] = 1.0
-    x_sq = np.einsum("ij,ij->i", X, X) if metric == "euclidean" else None
+    x_sq = None
+    if metric == "euclidean":
+        x_sq = np.einsum("ij,ij->i", X, X)
+        Xa = np.hstack([X, np.ones((n, 1)), x_sq[:, None]])  # rows [x, 1, ||x||^2]
+        Ya = np.hstack([-2.0 * X, x_sq[:, None], np.ones((n, 1))])  # rows [-2y, ||y||^2, 1]
     rows = max(1, int(chunk_bytes // (8 * max(n, 1))))
     a = np.empty(n)
     b = np.empty(n)
@@ -97,7 +99,7 @@ def silhouette_samples(X, labels, *, metric="euclidean", chunk_bytes=_CHUNK_BYTE
         if metric == "precomputed":
             D = X[s:e]
         else:
-            D = _distance_chunk(X[s:e], X, metric, x_sq[s:e] if x_sq is not None else None, x_sq)
+            D = _distance_chunk(Xa[s:e], Ya, metric) if metric == "euclidean" else cdist(X[s:e], X, metric)
             if metric == "euclidean":
                 D[np.arange(e - s), np.arange(s, e)] = 0.0  # exact zero self-distance (as sklearn)
         sums = D @ onehot  # (rows, k) summed distances to each cluster

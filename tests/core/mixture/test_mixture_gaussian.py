@@ -103,3 +103,10 @@ def test_progress_per_em_step_and_errors():
         GaussianMixture(n_components=400).fit(X)
     Xs, ys = g.sample(50, random_state=0)
     assert Xs.shape == (50, 2) and ys.shape == (50,)
+
+
+@pytest.mark.parametrize("init", ["kmeans", "k-means++", "random_from_data"])
+def test_data_based_inits_find_the_iris_optimum(init):
+    d = load_iris()
+    g = GaussianMixture(n_components=3, init_params=init, n_init=3, random_state=0).fit(d.data)
+    assert adjusted_rand_score(d.target, g.labels_) > 0.85
