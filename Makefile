@@ -20,7 +20,7 @@ serve: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest -n 2 -q
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -n 2 -q
 
 lint: setup
 	$(BIN)/ruff check .
