@@ -60,3 +60,30 @@ def test_train_predict_evaluate(client, name):
     expected = {"classification": "accuracy", "regression": "r2", "clustering": "inertia",
                 "decomposition": "n_components", "density": "mean_log_density"}[cls.task]
     assert expected in metrics, metrics
+
+
+NATIVE = [n for n in NAMES if registry.get(n).native_categorical and registry.get(n).task == "classification"]
+
+
+@pytest.mark.parametrize("name", NATIVE + ["logistic_regression", "knn_classifier"])
+def test_categorical_and_missing_features_through_the_service(client, name):
+    """A categorical column (native codes or one-hot, chosen per algorithm) and missing values."""
+    rng = np.random.default_rng(1)
+    n = 200
+    colour = rng.choice(["red", "green", "blue"], n)
+    size = rng.normal(size=n)
+    label = np.where((colour == "red") | (size > 1.0), "yes", "no")
+    rows = [[c if i % 17 else None, float(s) if i % 13 else None, lab]
+            for i, (c, s, lab) in enumerate(zip(colour, size, label, strict=True))]
+    ds = client.post("/v1/datasets", json={"columns": ["colour", "size", "label"], "rows": rows}).json()["id"]
+    params = registry.get(name)._example_params()
+    mid, job = train(client, algorithm=name, params=params, dataset_id=ds, target="label")
+    assert job["status"] == "succeeded", job
+    model = client.get(f"/v1/models/{mid}").json()
+    assert model["features"][0] == {"name": "colour", "type": "categorical", "categories": ["blue", "green", "red"]}
+    assert model["metrics"]["validation"]["accuracy"] >= 0.8, model["metrics"]
+    p = client.post(f"/v1/models/{mid}/predict", json={"instances": [
+        {"colour": "red", "size": 0.0}, {"colour": "blue", "size": -1.0}, {"colour": "purple"}, {}]})
+    assert p.status_code == 200, p.text
+    assert p.json()["predictions"][:2] == ["yes", "no"]
+    assert len(p.json()["predictions"]) == 4  # unknown category and all-missing rows still predict
