@@ -67,20 +67,23 @@ def delete_model(request: Request, model_id: str):
     return Response(status_code=204)
 
 
+_PREDICT_FIELDS = frozenset({"instances", "rows", "return_proba", "return_std"})
+
+
 def predict_payload(bundle, body: object, max_rows: int) -> dict:
     """Validate a predict body (dict) against the bundle and run the model."""
-    if not isinstance(body, dict):
+    if type(body) is not dict:
         raise invalid(["body"], "the body must be a JSON object with 'instances' or 'rows'")
-    unknown = set(body) - {"instances", "rows", "return_proba", "return_std"}
-    if unknown:
-        key = sorted(unknown)[0]
-        raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")
+    for key in body:
+        if key not in _PREDICT_FIELDS:
+            raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")
     instances, rows = body.get("instances"), body.get("rows")
     if (instances is None) == (rows is None):
         raise invalid(["body", "instances"], "give exactly one of 'instances' or 'rows'")
-    for flag in ("return_proba", "return_std"):
-        if flag in body and not isinstance(body[flag], bool):
-            raise invalid(["body", flag], "must be true or false")
+    if len(body) > 1:
+        for flag in ("return_proba", "return_std"):
+            if flag in body and not isinstance(body[flag], bool):
+                raise invalid(["body", flag], "must be true or false")
     data = instances if instances is not None else rows
     field = "instances" if instances is not None else "rows"
     if not isinstance(data, list) or not data:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 
 from ..errors import Conflict, NotFound, ProblemError
@@ -26,7 +27,7 @@ class ModelCache:
         self.meta = meta
         self.art = art
         self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[object, int, str]] = OrderedDict()
+        self._items: OrderedDict[str, list] = OrderedDict()  # id -> [bundle, cost, path, verified_at]
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -42,10 +43,12 @@ class ModelCache:
     def get(self, model_id: str):
         item = self._items.get(model_id)
         if item is not None:
-            if os.path.exists(item[2]):  # deleted by another replica?
-                with self._lock:
-                    if model_id in self._items:
-                        self._items.move_to_end(model_id)
+            now = time.monotonic()
+            # deleted by another replica? the artifact's existence is re-checked at most once a second
+            if now - item[3] < 1.0 or os.path.exists(item[2]):
+                if now - item[3] >= 1.0:
+                    item[3] = now
+                self._items.move_to_end(model_id)
                 self.hits += 1
                 return item[0]
             self.evict(model_id)
@@ -70,10 +73,10 @@ class ModelCache:
         cost = 4 * int(record.get("size_bytes") or 0)
         with self._lock:
             if model_id not in self._items:
-                self._items[model_id] = (bundle, cost, str(self.art.model_path(model_id)))
+                self._items[model_id] = [bundle, cost, str(self.art.model_path(model_id)), time.monotonic()]
                 self._bytes += cost
             while self._bytes > self.max_bytes and len(self._items) > 1:
-                _, (_, c, _) = self._items.popitem(last=False)
+                _, (_, c, _, _) = self._items.popitem(last=False)
                 self._bytes -= c
             if self._bytes > self.max_bytes and len(self._items) == 1 and self.max_bytes == 0:
                 self._items.clear()
