@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas
 
 from ..base import Transformer
 from ..context import NULL_CONTEXT
@@ -68,11 +69,12 @@ class PCA(Transformer):
             solver = "full"
         mean = X.mean(axis=0)
         if solver == "eigen":
-            # C = (X^T X - n mean mean^T) / (n - 1), without copying X
-            C = X.T @ X
+            # C = (X^T X - n mean mean^T) / (n - 1), without copying X; BLAS syrk on the
+            # F-ordered view X^T fills the upper triangle only (~2x faster than X.T @ X)
+            C = blas.dsyrk(1.0, X.T, trans=0, lower=0)
             C -= n * np.outer(mean, mean)
             C /= n - 1
-            evals, evecs = linalg.eigh(C)
+            evals, evecs = linalg.eigh(C, lower=False)
             evals = np.maximum(evals[::-1], 0.0)
             V = evecs[:, ::-1].T.copy()
             var = evals

@@ -80,7 +80,7 @@ def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int
         col = X[:, j]
         known = ~nan[:, j]
         x = col[known]
-        code = np.zeros(n, dtype=np.int64)
+        code = np.zeros(n, dtype=np.int64)  # per-feature temporary
         if is_cat[j]:
             if x.size and ((x < 0).any() or (x != np.floor(x)).any()):
                 raise DataError(
@@ -115,7 +115,8 @@ def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int
                 code[known] = np.searchsorted(uniq, x)
                 lo = hi = uniq
         n_bins[j] = k
-        codes_list.append(code)
+        # compact per-feature codes (missing rows are overwritten with the global missing code below)
+        codes_list.append(code.astype(np.uint16 if k < 65535 else np.int32))
         lo_list.append(lo)
         hi_list.append(hi)
     B = int(n_bins.max()) if f else 1
@@ -127,7 +128,7 @@ def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int
     dtype = np.uint8 if B < 255 else (np.uint16 if B < 65535 else np.int32)
     codes = np.empty((n, f), dtype=dtype)
     for j in range(f):
-        c = codes_list[j]
-        c[nan[:, j]] = B
-        codes[:, j] = c
+        codes[:, j] = codes_list[j]
+        codes_list[j] = None
+        codes[nan[:, j], j] = B
     return Binned(codes, n_bins, bin_lo, bin_hi, is_cat.copy(), B, has_missing)

@@ -361,7 +361,7 @@ def _choose_features(n_nodes, n_features, max_features, rng):
 # budget of histogram cells (node x feature x bin) evaluated densely at once
 _DENSE_CELLS = 1 << 22
 # (row, candidate feature) pairs evaluated per chunk of nodes: bounds the peak memory
-_PAIR_BUDGET = 1 << 18
+_PAIR_BUDGET = 1 << 16
 
 
 def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, n_features,
@@ -409,15 +409,40 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         cg = codes[s]  # (R, mf) small-int codes, every feature in order
     else:
         cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
-    comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
-    comb += cg
     K = N * mf * Bp1
-    M = comb.size
-    flat = comb.ravel()
+    M = s.size * mf
     if regression:
         yv = yc[s]
         chan_vals = (wt, wt * yv, wt * yv * yv)
-    if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
+    if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
+        # a big node (the root levels): dense histograms one candidate feature at a time, so the
+        # temporaries are O(rows) instead of O(rows x features)
+        cnt_full = np.zeros(K)
+        st_full = np.zeros((K, S)) if regression else np.zeros(K * S)
+        lbase = local * (mf * Bp1)
+        ys = None if regression else yc[s]
+        for j in range(mf):
+            kj = lbase + j * Bp1
+            kj += cg[:, j]
+            cnt_full += np.bincount(kj, weights=fr, minlength=K)
+            if regression:
+                for c, v in enumerate(chan_vals):
+                    st_full[:, c] += np.bincount(kj, weights=v, minlength=K)
+            else:
+                kj *= S
+                kj += ys
+                st_full += np.bincount(kj, weights=wt, minlength=K * S)
+        U = np.flatnonzero(cnt_full)
+        cnt = cnt_full[U]
+        st = st_full[U] if regression else st_full.reshape(K, S)[U]
+        del cnt_full, st_full
+    else:
+        comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
+        comb += cg
+        flat = comb.ravel()
+    if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
+        pass  # histograms already built feature by feature above
+    elif K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
         cnt_full = np.bincount(flat, weights=np.repeat(fr, mf), minlength=K)
         U = np.flatnonzero(cnt_full)
         cnt = cnt_full[U]
