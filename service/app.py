@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from . import __version__
-from .api import algorithms, datasets, health, jobs, models, train
+from .api import algorithms, datasets, health, jobs, models, train, v2
 from .api.fastpath import PredictFastPath
 from .errors import TooLarge, install_handlers, problem_response
 from .runtime import Runtime
@@ -55,6 +55,31 @@ class BodyLimit:
         return await self.app(scope, limited_receive, send)
 
 
+def _document_hand_parsed_bodies(app: FastAPI) -> None:
+    """Add the schemas of bodies decoded by hand (predict, v2 infer) to the OpenAPI components."""
+    from pydantic.json_schema import models_json_schema
+
+    from .schemas.models import PredictRequest
+    from .schemas.v2 import InferenceRequest, InferenceResponse
+
+    base = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = base()
+        _, defs = models_json_schema([(m, "validation") for m in (PredictRequest, InferenceRequest)] +
+                                     [(InferenceResponse, "serialization")],
+                                     ref_template="#/components/schemas/{model}")
+        comps = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, sch in sorted(defs.get("$defs", {}).items()):
+            comps.setdefault(name, sch)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -81,8 +106,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
-    for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router):
+    for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router,
+              v2.router):
         app.include_router(r)
+    _document_hand_parsed_bodies(app)
     app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: limits apply to every route
     return app
