@@ -9,8 +9,10 @@ from fastapi import FastAPI
 
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, train, v2
+from .api import metrics as metrics_api
 from .api.fastpath import PredictFastPath
 from .errors import TooLarge, install_handlers, problem_response
+from .observability import Metrics, Observability
 from .runtime import Runtime
 from .services.training import recover_orphans
 from .settings import Settings
@@ -106,10 +108,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
+    metrics = Metrics(lambda: app.state.runtime) if settings.metrics else None
+    app.state.metrics = metrics
+    app.state.on_predict = metrics.on_predict_v2 if metrics else None
     for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router,
-              v2.router):
+              v2.router, metrics_api.router):
         app.include_router(r)
     _document_hand_parsed_bodies(app)
-    app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: limits apply to every route
+    app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime,
+                       on_predict=metrics.on_predict_v1 if metrics else None)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
+    if metrics is not None or settings.access_log:  # outermost: request id, metrics and access log see all
+        app.add_middleware(Observability, metrics=metrics, access_log_on=settings.access_log)
     return app

@@ -177,3 +177,16 @@ def test_protocol_errors(served):
                                                             {"name": "sepal_length", "shape": [1],
                                                              "datatype": "FP64", "data": [1.0]}]})
     assert r.status_code == 400 and "unknown input 'nope'" in r.json()["error"]
+
+
+def test_server_log_is_json_lines_with_request_ids(served):
+    server, c, models = served
+    r = c.get(f"/v2/models/{models['clf']}/ready", headers={"X-Request-ID": "oip-log-check"})
+    assert r.status_code == 200 and r.headers["x-request-id"] == "oip-log-check"
+    import orjson
+
+    lines = [ln for ln in (server.data_dir.parent / f"server-{server.port}.log").read_bytes().splitlines() if ln]
+    docs = [orjson.loads(ln) for ln in lines]  # every line is one JSON object
+    assert all({"ts", "level", "logger", "msg"} <= set(d) for d in docs)
+    hits = [d for d in docs if d.get("request_id") == "oip-log-check"]
+    assert hits and hits[0]["logger"] == "orchard.access" and hits[0]["route"] == "/v2/models/{model_name}/ready"
