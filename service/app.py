@@ -11,7 +11,7 @@ from . import __version__
 from .api import algorithms, datasets, health, jobs, models, train, v2
 from .api import metrics as metrics_api
 from .api.fastpath import PredictFastPath
-from .errors import TooLarge, install_handlers, problem_response
+from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability
 from .runtime import Runtime
 from .services.training import recover_orphans
@@ -37,6 +37,11 @@ class BodyLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.limit:
+                    path = scope.get("path", "")
+                    if path == "/v2" or path.startswith("/v2/"):
+                        return await v2_error_response(413, f"the body ({declared} bytes) exceeds the limit of "
+                                                       f"{self.limit} bytes (ORCHARD_MAX_BODY_BYTES)")(
+                            scope, receive, send)
                     resp = problem_response(413, "Content Too Large",
                                             f"the body ({declared} bytes) exceeds the limit of {self.limit} bytes "
                                             "(ORCHARD_MAX_BODY_BYTES)")
@@ -57,11 +62,49 @@ class BodyLimit:
         return await self.app(scope, limited_receive, send)
 
 
+_MAY_FAIL_500 = {"predict", "evaluate_model", "v2_infer"}  # artifact integrity errors
+
+
+def _describe_errors(schema: dict) -> None:
+    """Every error response as the app really sends it: problem+json (v1, health) or {"error"} (v2).
+
+    FastAPI documents request-validation failures as 422 HTTPValidationError; Orchard's handlers answer
+    them as problem+json 422 (v1) and {"error"} 400 (v2), so the spec says that instead.
+    """
+    problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    v2 = {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}}
+    for path, ops in schema.get("paths", {}).items():
+        is_v2 = path == "/v2" or path.startswith("/v2/")
+        for op in ops.values():
+            responses = op.setdefault("responses", {})
+            if op.get("operationId") in _MAY_FAIL_500:
+                responses.setdefault("500", {"description": "The stored model artifact failed verification"})
+            if "requestBody" in op:
+                responses.setdefault("413", {"description": "Body too large"})
+            if is_v2 and "422" in responses:
+                r422 = responses.pop("422")
+                responses.setdefault("400", {"description": r422.get("description", "Invalid request")})
+            for code, resp in responses.items():
+                content = resp.get("content", {})
+                if code[0] == "2" and "text/event-stream" in content:
+                    content.pop("application/json", None)  # a stream, not a JSON document
+                if code[0] in "45":
+                    if resp.get("description") == "Validation Error":
+                        resp["description"] = "Invalid request"
+                    resp["content"] = v2 if is_v2 else problem
+            op["responses"] = dict(sorted(responses.items()))
+    comps = schema.get("components", {}).get("schemas", {})
+    text = str(schema["paths"])
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f"/{unused}'" not in text:
+            comps.pop(unused, None)
+
+
 def _document_hand_parsed_bodies(app: FastAPI) -> None:
-    """Add the schemas of bodies decoded by hand (predict, v2 infer) to the OpenAPI components."""
+    """Add the schemas of bodies decoded by hand (dataset upload, predict, v2 infer) to the OpenAPI components."""
     from pydantic.json_schema import models_json_schema
 
-    from .schemas.models import PredictRequest
+    from .schemas.models import DatasetCreateJSON, PredictRequest
     from .schemas.v2 import InferenceRequest, InferenceResponse
 
     base = app.openapi
@@ -70,12 +113,13 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
         if app.openapi_schema:
             return app.openapi_schema
         schema = base()
-        _, defs = models_json_schema([(m, "validation") for m in (PredictRequest, InferenceRequest)] +
-                                     [(InferenceResponse, "serialization")],
+        hand_parsed = (DatasetCreateJSON, PredictRequest, InferenceRequest)
+        _, defs = models_json_schema([(m, "validation") for m in hand_parsed] + [(InferenceResponse, "serialization")],
                                      ref_template="#/components/schemas/{model}")
         comps = schema.setdefault("components", {}).setdefault("schemas", {})
         for name, sch in sorted(defs.get("$defs", {}).items()):
             comps.setdefault(name, sch)
+        _describe_errors(schema)
         app.openapi_schema = schema
         return schema
 
