@@ -9,9 +9,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from . import __version__
-from .api import algorithms, datasets, health, jobs, models, train
+from .api import algorithms, datasets, health, jobs, models, train, v2
+from .api import metrics as metrics_api
 from .api.fastpath import PredictFastPath
-from .errors import TooLarge, install_handlers, problem_response
+from .errors import TooLarge, install_handlers, problem_response, v2_error_response
+from .observability import Metrics, Observability
 from .runtime import Runtime
 from .services.training import recover_orphans
 from .settings import Settings
@@ -36,6 +38,11 @@ class BodyLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.limit:
+                    path = scope.get("path", "")
+                    if path == "/v2" or path.startswith("/v2/"):
+                        return await v2_error_response(413, f"the body ({declared} bytes) exceeds the limit of "
+                                                       f"{self.limit} bytes (ORCHARD_MAX_BODY_BYTES)")(
+                            scope, receive, send)
                     resp = problem_response(413, "Content Too Large",
                                             f"the body ({declared} bytes) exceeds the limit of {self.limit} bytes "
                                             "(ORCHARD_MAX_BODY_BYTES)")
@@ -54,6 +61,70 @@ class BodyLimit:
             return message
 
         return await self.app(scope, limited_receive, send)
+
+
+_MAY_FAIL_500 = {"predict", "evaluate_model", "v2_infer"}  # artifact integrity errors
+
+
+def _describe_errors(schema: dict) -> None:
+    """Every error response as the app really sends it: problem+json (v1, health) or {"error"} (v2).
+
+    FastAPI documents request-validation failures as 422 HTTPValidationError; Orchard's handlers answer
+    them as problem+json 422 (v1) and {"error"} 400 (v2), so the spec says that instead.
+    """
+    problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    v2 = {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}}
+    for path, ops in schema.get("paths", {}).items():
+        is_v2 = path == "/v2" or path.startswith("/v2/")
+        for op in ops.values():
+            responses = op.setdefault("responses", {})
+            if op.get("operationId") in _MAY_FAIL_500:
+                responses.setdefault("500", {"description": "The stored model artifact failed verification"})
+            if "requestBody" in op:
+                responses.setdefault("413", {"description": "Body too large"})
+            if is_v2 and "422" in responses:
+                r422 = responses.pop("422")
+                responses.setdefault("400", {"description": r422.get("description", "Invalid request")})
+            for code, resp in responses.items():
+                content = resp.get("content", {})
+                if code[0] == "2" and "text/event-stream" in content:
+                    content.pop("application/json", None)  # a stream, not a JSON document
+                if code[0] in "45":
+                    if resp.get("description") == "Validation Error":
+                        resp["description"] = "Invalid request"
+                    resp["content"] = v2 if is_v2 else problem
+            op["responses"] = dict(sorted(responses.items()))
+    comps = schema.get("components", {}).get("schemas", {})
+    text = str(schema["paths"])
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f"/{unused}'" not in text:
+            comps.pop(unused, None)
+
+
+def _document_hand_parsed_bodies(app: FastAPI) -> None:
+    """Add the schemas of bodies decoded by hand (dataset upload, predict, v2 infer) to the OpenAPI components."""
+    from pydantic.json_schema import models_json_schema
+
+    from .schemas.models import DatasetCreateJSON, PredictRequest
+    from .schemas.v2 import InferenceRequest, InferenceResponse
+
+    base = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = base()
+        hand_parsed = (DatasetCreateJSON, PredictRequest, InferenceRequest)
+        _, defs = models_json_schema([(m, "validation") for m in hand_parsed] + [(InferenceResponse, "serialization")],
+                                     ref_template="#/components/schemas/{model}")
+        comps = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, sch in sorted(defs.get("$defs", {}).items()):
+            comps.setdefault(name, sch)
+        _describe_errors(schema)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -89,8 +160,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     install_handlers(app)
-    for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router):
+    metrics = Metrics(lambda: app.state.runtime) if settings.metrics else None
+    app.state.metrics = metrics
+    app.state.on_predict = metrics.on_predict_v2 if metrics else None
+    for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router,
+              v2.router, metrics_api.router):
         app.include_router(r)
-    app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: limits apply to every route
+    _document_hand_parsed_bodies(app)
+    app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime,
+                       on_predict=metrics.on_predict_v1 if metrics else None)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
+    if metrics is not None or settings.access_log:  # outermost: request id, metrics and access log see all
+        app.add_middleware(Observability, metrics=metrics, access_log_on=settings.access_log)
     return app

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -21,12 +20,15 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     from .app import create_app
+    from .observability import configure_logging
 
-    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers,
+                         access_log=args.access_log)
+    configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
+    # uvicorn logs through the root logger (JSON lines); the access log is Orchard's own (with request ids)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                access_log=args.access_log)
+                log_config=None, access_log=False)
     return 0
 
 
@@ -38,7 +40,9 @@ def cmd_worker(args) -> int:
         print("orchard worker needs ORCHARD_QUEUE_URL=redis://... (the embedded queue runs inside `orchard serve`)",
               file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper())
+    from .observability import configure_logging
+
+    configure_logging(settings.log_level, settings.log_format)
     run_worker(settings, burst=args.burst)
     return 0
 
@@ -68,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=int, default=None, help="port (default 8000, ORCHARD_PORT)")
     s.add_argument("--data-dir", type=Path, default=None, help="data directory (default ./orchard-data)")
     s.add_argument("--workers", type=int, default=None, help=f"training worker processes (default {os.cpu_count()})")
-    s.add_argument("--access-log", action="store_true", help="log every request")
+    s.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=None,
+                   help="log every request (default on, ORCHARD_ACCESS_LOG)")
     s.set_defaults(func=cmd_serve)
     w = sub.add_parser("worker", help="run an RQ worker (scaled-out mode, needs ORCHARD_QUEUE_URL)")
     w.add_argument("--data-dir", type=Path, default=None)

@@ -80,9 +80,23 @@ def _clean_loc(loc) -> list:
     return [p for p in loc]
 
 
+def v2_error_response(status: int, detail: str, headers: dict | None = None) -> Response:
+    """The Open Inference Protocol's error shape: ``{"error": "..."}``."""
+    return Response(orjson.dumps({"error": detail}), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def _is_v2(request: Request) -> bool:
+    path = request.url.path
+    return path == "/v2" or path.startswith("/v2/")
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError):
+        if _is_v2(request):
+            status = 400 if exc.status == 422 else exc.status
+            return v2_error_response(status, exc.detail, exc.headers)
         return problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers, exc.type_)
 
     @app.exception_handler(RequestValidationError)
@@ -99,6 +113,8 @@ def install_handlers(app: FastAPI) -> None:
         detail = f"{where}: {first['msg']}"
         if len(errors) > 1:
             detail += f" (and {len(errors) - 1} more problem(s))"
+        if _is_v2(request):
+            return v2_error_response(400, detail)
         return problem_response(422, "Unprocessable Content", detail, errors)
 
     @app.exception_handler(StarletteHTTPException)
@@ -109,6 +125,8 @@ def install_handlers(app: FastAPI) -> None:
             detail = f"no route {request.method} {request.url.path}"
         if exc.status_code == 405:
             detail = f"method {request.method} is not allowed on {request.url.path}"
+        if _is_v2(request):
+            return v2_error_response(exc.status_code, detail, getattr(exc, "headers", None))
         return problem_response(exc.status_code, title, detail, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
@@ -116,4 +134,6 @@ def install_handlers(app: FastAPI) -> None:
         import logging
 
         logging.getLogger("orchard").exception("unhandled error on %s %s", request.method, request.url.path)
+        if _is_v2(request):
+            return v2_error_response(500, "an unexpected error occurred; see the server log")
         return problem_response(500, "Internal Server Error", "an unexpected error occurred; see the server log")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +31,9 @@ class Settings(BaseSettings):
     model_cache_bytes: int = Field(512 * 1024 * 1024, ge=0, description="Memory budget of the in-memory cache of loaded models (evicted least recently used).")
     max_predict_rows: int = Field(100_000, ge=1, description="Most rows one predict request may carry.")
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
+    log_format: Literal["json", "text"] = Field("json", description="Log lines as one JSON object each (json) or plain text (text).")
+    access_log: bool = Field(True, description="Log every request (method, path, route, status, duration, request id).")
+    metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics and count requests; false turns both off.")
     job_poll_interval: float = Field(0.2, gt=0, description="Seconds between a running job's checks for cancellation.")
 
     def resolved_database_url(self) -> str:

@@ -36,6 +36,7 @@ class PredictFastPath:
         if m is None:
             return await self.app(scope, receive, send)
         model_id = m.group(1)
+        scope["orchard.route"] = "/v1/models/{model_id}/predict"  # the metrics' route template
         try:
             ctype = b""
             for k, v in scope["headers"]:

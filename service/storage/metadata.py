@@ -275,3 +275,9 @@ class MetadataStore:
     def count_jobs(self, status: str) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(jobs).where(jobs.c.status == status)).scalar_one())
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        """(kind, status) -> number of jobs: one GROUP BY, read at metrics scrape time."""
+        with self.engine.connect() as conn:
+            q = select(jobs.c.kind, jobs.c.status, func.count()).group_by(jobs.c.kind, jobs.c.status)
+            return {(k, s): int(n) for k, s, n in conn.execute(q)}

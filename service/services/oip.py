@@ -1,0 +1,371 @@
+"""Open Inference Protocol (KServe V2) tensors <-> Orchard model bundles.
+
+Decoding: JSON tensors (``data`` flat in row-major order, or nested) and the binary tensor data extension
+(``Inference-Header-Content-Length`` + raw little-endian buffers, BYTES as 4-byte length-prefixed items), which
+tritonclient uses by default. Inputs are either one tensor of shape [n, n_features] (columns in the model's
+feature order) or one tensor per feature, named by the feature, of shape [n] or [n, 1].
+
+Encoding: named outputs ``predict``, ``predict_proba``, ``predict_std``, ``transform``, ``score_samples`` (those
+that apply to the model's task), as JSON or binary per the request. See docs/decisions/open-inference-protocol.md.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from ..errors import ProblemError
+
+DTYPES: dict[str, np.dtype] = {
+    "BOOL": np.dtype(bool), "INT8": np.dtype("<i1"), "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"), "UINT8": np.dtype("<u1"), "UINT16": np.dtype("<u2"), "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"), "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
+    "BYTES": np.dtype(object),
+}
+
+
+class V2Error(ProblemError):
+    """An error answered as ``{"error": "..."}`` (the protocol's error shape)."""
+
+    status, title = 400, "Bad Request"
+
+
+def bad(msg: str) -> V2Error:
+    return V2Error(msg)
+
+
+@dataclass
+class Tensor:
+    name: str
+    datatype: str
+    shape: list[int]
+    array: np.ndarray
+
+
+@dataclass
+class InferRequest:
+    id: str | None
+    inputs: list[Tensor]
+    outputs: list[dict] | None
+    binary_output: bool
+
+
+# -- decoding ------------------------------------------------------------------------------------
+def _parse_bytes(buf: memoryview, count: int, name: str) -> np.ndarray:
+    out = np.empty(count, dtype=object)
+    pos = 0
+    for i in range(count):
+        if pos + 4 > len(buf):
+            raise bad(f"input {name!r}: binary BYTES data ends after {i} of {count} elements")
+        (n,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        if pos + n > len(buf):
+            raise bad(f"input {name!r}: binary BYTES element {i} is truncated")
+        out[i] = bytes(buf[pos:pos + n])
+        pos += n
+    if pos != len(buf):
+        raise bad(f"input {name!r}: {len(buf) - pos} trailing bytes after {count} BYTES elements")
+    return out
+
+
+def _shape(raw, name: str) -> list[int]:
+    if not isinstance(raw, list) or not all(type(d) is int and d >= 0 for d in raw):
+        raise bad(f"input {name!r}: 'shape' must be a list of non-negative integers, got {raw!r}")
+    return raw
+
+
+def _tensor_from_json(t: dict, blob: memoryview | None) -> Tensor:
+    if not isinstance(t, dict):
+        raise bad("each element of 'inputs' must be an object with name, shape, datatype and data")
+    name = t.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad("every input needs a non-empty string 'name'")
+    datatype = t.get("datatype")
+    if datatype not in DTYPES:
+        raise bad(f"input {name!r}: datatype {datatype!r} is not supported (use one of {', '.join(DTYPES)})")
+    shape = _shape(t.get("shape"), name)
+    count = math.prod(shape)
+    dtype = DTYPES[datatype]
+    if blob is not None:
+        if datatype == "BYTES":
+            arr = _parse_bytes(blob, count, name)
+        else:
+            if len(blob) != count * dtype.itemsize:
+                raise bad(f"input {name!r}: {len(blob)} bytes of binary data do not hold {count} {datatype} "
+                          f"elements of shape {shape}")
+            arr = np.frombuffer(blob, dtype=dtype)
+        return Tensor(name, datatype, shape, arr.reshape(shape))
+    if "data" not in t:
+        raise bad(f"input {name!r} has neither 'data' nor parameters.binary_data_size")
+    data = t["data"]
+    if not isinstance(data, list):
+        data = [data]
+    try:
+        if datatype == "BYTES":
+            arr = np.array(data, dtype=object).reshape(-1)
+            for v in arr:
+                if not isinstance(v, str | bytes):
+                    raise bad(f"input {name!r}: BYTES data must be strings, got {v!r}")
+        elif datatype == "BOOL":
+            arr = np.array(data, dtype=object).reshape(-1)
+            if not all(type(v) is bool for v in arr):
+                raise bad(f"input {name!r}: BOOL data must be true or false")
+            arr = arr.astype(bool)
+        else:
+            kind = dtype.kind
+            quick = np.asarray(data)
+            if quick.dtype.kind in "iu" or (quick.dtype.kind == "f" and kind == "f"):
+                arr = quick.reshape(-1).astype(dtype)
+                if arr.size != count:
+                    raise bad(f"input {name!r}: shape {shape} needs {count} elements but data has {arr.size}")
+                return Tensor(name, datatype, shape, arr.reshape(shape))
+            arr = np.array(data, dtype=object).reshape(-1)
+            for v in arr:
+                if isinstance(v, bool) or not isinstance(v, int | float) or (kind in "iu" and isinstance(v, float)):
+                    what = "integers" if kind in "iu" else "numbers"
+                    raise bad(f"input {name!r}: {datatype} data must be {what}, got {v!r}")
+            arr = arr.astype(dtype)
+    except (ValueError, OverflowError) as exc:
+        raise bad(f"input {name!r}: data does not fit datatype {datatype}: {exc}") from None
+    if arr.size != count:
+        raise bad(f"input {name!r}: shape {shape} needs {count} elements but data has {arr.size}")
+    return Tensor(name, datatype, shape, arr.reshape(shape))
+
+
+def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
+    if header_length is not None:
+        try:
+            hlen = int(header_length)
+        except ValueError:
+            raise bad("Inference-Header-Content-Length must be an integer") from None
+        if not 0 < hlen <= len(body):
+            raise bad(f"Inference-Header-Content-Length {hlen} does not fit the {len(body)}-byte body")
+        head, rest = body[:hlen], memoryview(body)[hlen:]
+    else:
+        head, rest = body, memoryview(b"")
+    if not head:
+        raise bad("the request body is empty; send an inference request object with 'inputs'")
+    try:
+        req = orjson.loads(head)
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"the inference request is not valid JSON: {exc}") from None
+    if not isinstance(req, dict):
+        raise bad("the inference request must be a JSON object with 'inputs'")
+    unknown = set(req) - {"id", "parameters", "inputs", "outputs"}
+    if unknown:
+        raise bad(f"unknown field {sorted(unknown)[0]!r} in the inference request "
+                  "(allowed: id, parameters, inputs, outputs)")
+    params = req.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise bad("'parameters' must be an object")
+    inputs = req.get("inputs")
+    if not isinstance(inputs, list) or not inputs:
+        raise bad("'inputs' must be a non-empty list of tensors")
+    tensors, offset = [], 0
+    for t in inputs:
+        size = ((t.get("parameters") or {}).get("binary_data_size") if isinstance(t, dict) else None)
+        blob = None
+        if size is not None:
+            if type(size) is not int or size < 0 or offset + size > len(rest):
+                raise bad(f"input {t.get('name')!r}: binary_data_size {size!r} exceeds the binary data sent")
+            blob = rest[offset:offset + size]
+            offset += size
+        tensors.append(_tensor_from_json(t, blob))
+    if offset != len(rest):
+        raise bad(f"{len(rest) - offset} bytes of binary data are not claimed by any input's binary_data_size")
+    names = [t.name for t in tensors]
+    if len(set(names)) != len(names):
+        raise bad("input names must be unique")
+    outputs = req.get("outputs")
+    if outputs is not None:
+        if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str)
+                                                    for o in outputs):
+            raise bad("'outputs' must be a list of objects with a 'name'")
+    rid = req.get("id")
+    if rid is not None and not isinstance(rid, str):
+        raise bad("'id' must be a string")
+    return InferRequest(rid, tensors, outputs, bool(params.get("binary_data_output", False)))
+
+
+# -- inputs -> model matrix ------------------------------------------------------------------------
+def _as_text(arr: np.ndarray) -> list:
+    return [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in arr.tolist()]
+
+
+def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndarray:
+    names = bundle.feature_names
+    index = {n: i for i, n in enumerate(names)}
+    k = len(names)
+    fast = bool(getattr(bundle.preprocessor, "all_numeric", False))
+    if len(tensors) == 1 and tensors[0].name not in index:
+        t = tensors[0]
+        arr = t.array
+        if arr.ndim != 2 or arr.shape[1] != k:
+            raise bad(f"input {t.name!r} has shape {t.shape}; a single input tensor must have shape [n, {k}] "
+                      f"(columns in the model's feature order: {', '.join(names)}), or send one tensor per "
+                      "feature named by the feature")
+        n = arr.shape[0]
+        _check_rows(n, max_rows)
+        if fast and t.datatype != "BYTES":
+            A = arr.astype(np.float64)
+            if np.isinf(A).any():
+                raise bad(f"input {t.name!r}: values must be finite (NaN means missing)")
+            return bundle.preprocessor.transform_matrix(A)
+        rows = [_as_text(r) for r in arr] if t.datatype == "BYTES" else arr.tolist()
+        return bundle.preprocessor.transform(bundle.columns_from_rows(rows, loc_root=t.name))
+    n = None
+    by_name: dict[str, Tensor] = {}
+    for t in tensors:
+        if t.name not in index:
+            raise bad(f"unknown input {t.name!r}: inputs are the model's features ({', '.join(names)}), one tensor "
+                      f"each of shape [n] or [n, 1], or a single tensor of shape [n, {k}]")
+        arr = t.array
+        if not (arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 1)):
+            raise bad(f"input {t.name!r} has shape {t.shape}; a feature tensor must have shape [n] or [n, 1]")
+        if n is None:
+            n = arr.shape[0]
+        elif arr.shape[0] != n:
+            raise bad(f"input {t.name!r} has {arr.shape[0]} rows but other inputs have {n}")
+        by_name[t.name] = t
+    _check_rows(n, max_rows)
+    if fast and all(t.datatype != "BYTES" for t in by_name.values()):
+        A = np.full((n, k), np.nan)
+        for name, t in by_name.items():
+            A[:, index[name]] = t.array.reshape(-1)
+        if np.isinf(A).any():
+            raise bad("input values must be finite (NaN means missing)")
+        return bundle.preprocessor.transform_matrix(A)
+    cols = {}
+    for f in bundle.features:
+        t = by_name.get(f["name"])
+        values = [None] * n if t is None else (_as_text(t.array.reshape(-1)) if t.datatype == "BYTES"
+                                               else t.array.reshape(-1).tolist())
+        cols[f["name"]] = bundle._convert(f, values, "inputs")
+    return bundle.preprocessor.transform(cols)
+
+
+def _check_rows(n: int, max_rows: int) -> None:
+    if n == 0:
+        raise bad("the inputs hold no rows")
+    if n > max_rows:
+        raise bad(f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS), got {n}")
+
+
+# -- outputs ---------------------------------------------------------------------------------------
+def available_outputs(task: str, caps: dict, classes: list | None, n_components: int | None = None) -> list[dict]:
+    """Output tensor metadata ``{name, datatype, shape}`` for a model's task and capabilities."""
+    if task == "classification":
+        out = [{"name": "predict", "datatype": label_datatype(classes or []), "shape": [-1]}]
+        if caps.get("predict_proba"):
+            out.append({"name": "predict_proba", "datatype": "FP64", "shape": [-1, len(classes or [])]})
+        return out
+    if task == "regression":
+        out = [{"name": "predict", "datatype": "FP64", "shape": [-1]}]
+        if caps.get("predict_std"):
+            out.append({"name": "predict_std", "datatype": "FP64", "shape": [-1]})
+        return out
+    if task == "clustering":
+        out = [{"name": "predict", "datatype": "INT64", "shape": [-1]}]
+        if caps.get("predict_proba"):
+            out.append({"name": "predict_proba", "datatype": "FP64", "shape": [-1, -1]})
+        if caps.get("score_samples"):
+            out.append({"name": "score_samples", "datatype": "FP64", "shape": [-1]})
+        return out
+    if task == "decomposition":
+        return [{"name": "transform", "datatype": "FP64", "shape": [-1, n_components or -1]}]
+    if task == "density":
+        return [{"name": "score_samples", "datatype": "FP64", "shape": [-1]}]
+    return [{"name": "predict", "datatype": "FP64", "shape": [-1]}]
+
+
+def label_datatype(labels: list) -> str:
+    if labels and all(type(v) is bool for v in labels):
+        return "BOOL"
+    if labels and all(type(v) is int for v in labels):
+        return "INT64"
+    if labels and all(type(v) in (int, float) for v in labels):
+        return "FP64"
+    return "BYTES"
+
+
+def bundle_capabilities(bundle) -> dict:
+    est = bundle.estimator
+    return {"predict_proba": hasattr(est, "predict_proba"),
+            "predict_std": bool(getattr(est, "has_predict_std", False)),
+            "score_samples": hasattr(est, "score_samples")}
+
+
+def run_inference(bundle, X: np.ndarray, wanted: list[str]) -> dict[str, tuple[str, np.ndarray]]:
+    """name -> (datatype, array) for the wanted outputs."""
+    est = bundle.estimator
+    out: dict[str, tuple[str, np.ndarray]] = {}
+    want = set(wanted)
+    if bundle.task == "classification":
+        if "predict_proba" in want:
+            proba = np.asarray(est.predict_proba(X), dtype=np.float64)
+            out["predict_proba"] = ("FP64", proba)
+        if "predict" in want:
+            labels = est.classes_[np.argmax(proba, axis=1)] if "predict_proba" in want else est.predict(X)
+            py = np.asarray(labels).tolist()
+            dt = label_datatype(list(bundle.classes or py))
+            out["predict"] = (dt, _typed(py, dt))
+    elif bundle.task == "regression":
+        if "predict_std" in want:
+            mean, std = est.predict(X, return_std=True)
+            out["predict_std"] = ("FP64", np.asarray(std, dtype=np.float64))
+            if "predict" in want:
+                out["predict"] = ("FP64", np.asarray(mean, dtype=np.float64))
+        elif "predict" in want:
+            out["predict"] = ("FP64", np.asarray(est.predict(X), dtype=np.float64))
+    elif bundle.task == "clustering":
+        if "predict" in want:
+            out["predict"] = ("INT64", np.asarray(est.predict(X)).astype(np.int64))
+        if "predict_proba" in want:
+            out["predict_proba"] = ("FP64", np.asarray(est.predict_proba(X), dtype=np.float64))
+        if "score_samples" in want:
+            out["score_samples"] = ("FP64", np.asarray(est.score_samples(X), dtype=np.float64))
+    elif bundle.task == "decomposition":
+        out["transform"] = ("FP64", np.asarray(est.transform(X), dtype=np.float64))
+    elif bundle.task == "density":
+        out["score_samples"] = ("FP64", np.asarray(est.score_samples(X), dtype=np.float64))
+    else:
+        out["predict"] = ("FP64", np.asarray(est.predict(X), dtype=np.float64))
+    return {k: out[k] for k in wanted if k in out}
+
+
+def _typed(values: list, datatype: str) -> np.ndarray:
+    if datatype == "BYTES":
+        return np.array([str(v) for v in values], dtype=object)
+    return np.asarray(values, dtype=DTYPES[datatype])
+
+
+def encode_response(model_name: str, request_id: str | None, results: dict[str, tuple[str, np.ndarray]],
+                    binary: dict[str, bool], extra_params: dict[str, dict]) -> tuple[bytes, int | None]:
+    """The response body and, when any output is binary, the JSON header's length."""
+    outputs, blobs = [], []
+    for name, (datatype, arr) in results.items():
+        o = {"name": name, "datatype": datatype, "shape": list(arr.shape)}
+        params = dict(extra_params.get(name, {}))
+        if binary.get(name):
+            if datatype == "BYTES":
+                raw = b"".join(struct.pack("<I", len(b)) + b for b in (s.encode() for s in arr.reshape(-1)))
+            else:
+                raw = np.ascontiguousarray(arr, dtype=DTYPES[datatype]).tobytes()
+            params["binary_data_size"] = len(raw)
+            blobs.append(raw)
+        else:
+            o["data"] = arr.reshape(-1).tolist()
+        if params:
+            o["parameters"] = params
+        outputs.append(o)
+    head = {"model_name": model_name, "model_version": "1", "outputs": outputs}
+    if request_id is not None:
+        head["id"] = request_id
+    data = orjson.dumps(head, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not blobs:
+        return data, None
+    return data + b"".join(blobs), len(data)
