@@ -141,7 +141,7 @@ class FastICA(Transformer):
         solver = _ica_parallel if p["algorithm"] == "parallel" else _ica_deflation
         W, n_iter = solver(X1, _FUNS[p["fun"]], p["alpha"], p["max_iter"], p["tol"], W0, ctx)
         if whiten:
-            comps = W @ K * np.sqrt(n)  # unmixing of centred data (the sqrt(n) of the whitening)
+            comps = W @ K  # unmixing of centred data (as scikit-learn, without the sqrt(n) factor)
             if whiten == "unit-variance":
                 S = XT.T @ comps.T
                 comps = comps / S.std(axis=0)[:, None]
