@@ -127,7 +127,10 @@ class NeighborIndex:
             dist[q0:q1], ind[q0:q1] = self._brute_chunk(Q[q0:q1], k)
 
         workers = _WORKERS
-        with _single_threaded_blas():
+        # limiting BLAS threads costs ~30 us: worth it for many small GEMMs, not for a few queries
+        # (a one-row product never wakes BLAS threads)
+        limit = _single_threaded_blas() if m * self.X.shape[0] >= _SINGLE_BLOCK_MAX else nullcontext()
+        with limit:
             if m * self.X.shape[0] >= _PARALLEL_MIN and len(starts) > 1 and workers > 1:
                 with ThreadPoolExecutor(max_workers=workers) as pool:
                     list(pool.map(work, starts))
