@@ -741,10 +741,7 @@ class NodeTable:
         self.n_trees = len(trees)
         self._trees = trees  # the general (missing / categorical) arrays are built from them on demand
         self._has_general = False
-        feat = np.concatenate([t.feature for t in trees])
         kind = np.concatenate([t.kind for t in trees])
-        thr = np.concatenate([t.threshold for t in trees])
-        child_ptr, children, _ = self._stack_children(trees, offs)
         self.value = np.concatenate([t.value for t in trees])
         if len(trees) > 1:  # the trees keep views into the stacked table, not copies
             for t, o in zip(trees, offs[:-1], strict=True):
@@ -753,18 +750,28 @@ class NodeTable:
         self.is_leaf = kind == LEAF
         self.max_depth = max(t.max_depth for t in trees)
         self.has_cat = bool((kind == CATEGORICAL).any())
-        n = feat.size
-        ids = np.arange(n)
-        # fast path arrays: leaves loop to themselves
-        self.feat0 = np.where(kind == LEAF, 0, feat).astype(np.intp)
-        self.thr0 = np.where(kind == NUMERIC, thr, np.inf)
-        first = child_ptr[:-1]
+        # fast path arrays, built tree by tree (small temporaries): leaves loop to themselves
+        self.feat0 = np.concatenate(
+            [np.where(t.kind == LEAF, 0, t.feature).astype(np.intp) for t in trees])
+        self.thr0 = np.concatenate([np.where(t.kind == NUMERIC, t.threshold, np.inf) for t in trees])
+        self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
+
+    @staticmethod
+    def _tree_ch2(t: Tree, o: int) -> np.ndarray:
+        """Interleaved (left, right) global child ids of one tree; non-numeric nodes point to self."""
+        n = t.node_count
+        ids = np.arange(n, dtype=np.intp) + o
         ch2 = np.empty((n, 2), dtype=np.intp)
-        num = kind == NUMERIC
-        last = max(children.size - 1, 0)
-        ch2[:, 0] = np.where(num, children[np.minimum(first, last)], ids) if children.size else ids
-        ch2[:, 1] = np.where(num, children[np.minimum(first + 1, last)], ids) if children.size else ids
-        self.ch2 = ch2.ravel()
+        if t.children.size == 0:
+            ch2[:, 0] = ids
+            ch2[:, 1] = ids
+            return ch2.ravel()
+        num = t.kind == NUMERIC
+        first = np.minimum(t.child_ptr[:-1], t.children.size - 1)
+        second = np.minimum(first + 1, t.children.size - 1)
+        ch2[:, 0] = np.where(num, t.children[first].astype(np.intp) + o, ids)
+        ch2[:, 1] = np.where(num, t.children[second].astype(np.intp) + o, ids)
+        return ch2.ravel()
 
     @staticmethod
     def _stack_children(trees, offs):
