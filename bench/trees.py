@@ -5,8 +5,9 @@ Usage: python bench/trees.py [--trees 100] [--n-jobs 1]
 1. single-row predict_proba of a 100-tree random forest on breast_cancer;
 2. fit of one decision tree and of a random forest on a 50,000 x 20 synthetic
    classification set: wall time, CPU time (the machine is shared, so CPU time
-   is the steadier figure) and peak memory (extra resident memory of a fresh
-   process during the fit, from ru_maxrss: counts C allocations too, unlike
+   is the steadier figure) and peak memory (peak resident memory of a fresh
+   process during the fit minus its resident memory just before, with the
+   kernel's high-water mark reset first; counts C allocations too, unlike
    tracemalloc, which does not see scikit-learn's Cython buffers);
 3. batch predict_proba of 100,000 rows with that forest.
 """
@@ -57,6 +58,24 @@ def _make(kind, impl, trees, n_jobs):
     return RandomForestClassifier(n_estimators=trees, random_state=0, n_jobs=n_jobs)
 
 
+def _status_kib(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _reset_peak():
+    """Reset the kernel's resident-memory high-water mark (Linux: clear_refs 5); True if it worked."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def case(kind, impl, trees, n_jobs):
     """Run in a fresh process: fit (and batch predict) once; print JSON figures."""
     X, y = _big()
@@ -64,11 +83,13 @@ def case(kind, impl, trees, n_jobs):
     if impl == "sklearn":  # import the fitting modules before the baseline, as for ours
         import sklearn.ensemble  # noqa: F401
         import sklearn.tree  # noqa: F401
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    hwm = _reset_peak()
+    base = _status_kib("VmRSS") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     w0, c0 = time.perf_counter(), time.process_time()
     est.fit(X, y)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024.0
+    after = _status_kib("VmHWM") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = max(after - base, 1) / 1024.0
     out = {"wall": wall, "cpu": cpu, "mem": peak}
     if kind == "forest":
         Xp = np.concatenate([X, X])

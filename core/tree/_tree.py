@@ -739,19 +739,9 @@ class NodeTable:
         offs = np.cumsum([0] + [t.node_count for t in trees])
         self.roots = offs[:-1].astype(np.intp)
         self.n_trees = len(trees)
-        feat = np.concatenate([t.feature for t in trees])
+        self._trees = trees  # the general (missing / categorical) arrays are built from them on demand
+        self._has_general = False
         kind = np.concatenate([t.kind for t in trees])
-        thr = np.concatenate([t.threshold for t in trees])
-        ptrs, chs, frs = [], [], []
-        base_ptr = 0
-        for t, o in zip(trees, offs[:-1], strict=True):
-            ptrs.append(t.child_ptr[:-1] + base_ptr)
-            chs.append(np.where(t.children >= 0, t.children + o, -1))
-            frs.append(t.child_frac)
-            base_ptr += t.child_ptr[-1]
-        self.child_ptr = np.r_[np.concatenate(ptrs), base_ptr].astype(np.intp)
-        self.children = np.concatenate(chs).astype(np.intp)
-        self.child_frac = np.concatenate(frs)
         self.value = np.concatenate([t.value for t in trees])
         if len(trees) > 1:  # the trees keep views into the stacked table, not copies
             for t, o in zip(trees, offs[:-1], strict=True):
@@ -760,31 +750,61 @@ class NodeTable:
         self.is_leaf = kind == LEAF
         self.max_depth = max(t.max_depth for t in trees)
         self.has_cat = bool((kind == CATEGORICAL).any())
-        n = feat.size
-        ids = np.arange(n)
-        # fast path arrays: leaves loop to themselves
-        self.feat0 = np.where(kind == LEAF, 0, feat).astype(np.intp)
-        self.thr0 = np.where(kind == NUMERIC, thr, np.inf)
-        first = self.child_ptr[:-1]
+        # fast path arrays, built tree by tree (small temporaries): leaves loop to themselves
+        self.feat0 = np.concatenate(
+            [np.where(t.kind == LEAF, 0, t.feature).astype(np.intp) for t in trees])
+        self.thr0 = np.concatenate([np.where(t.kind == NUMERIC, t.threshold, np.inf) for t in trees])
+        self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
+
+    @staticmethod
+    def _tree_ch2(t: Tree, o: int) -> np.ndarray:
+        """Interleaved (left, right) global child ids of one tree; non-numeric nodes point to self."""
+        n = t.node_count
+        ids = np.arange(n, dtype=np.intp) + o
         ch2 = np.empty((n, 2), dtype=np.intp)
-        num = kind == NUMERIC
-        ch2[:, 0] = np.where(num, self.children[np.minimum(first, max(self.children.size - 1, 0))], ids) \
-            if self.children.size else ids
-        ch2[:, 1] = np.where(num, self.children[np.minimum(first + 1, max(self.children.size - 1, 0))], ids) \
-            if self.children.size else ids
-        self.ch2 = ch2.ravel()
-        # present-children CSR for fractional routing (the full CSR when no category is absent)
+        if t.children.size == 0:
+            ch2[:, 0] = ids
+            ch2[:, 1] = ids
+            return ch2.ravel()
+        num = t.kind == NUMERIC
+        first = np.minimum(t.child_ptr[:-1], t.children.size - 1)
+        second = np.minimum(first + 1, t.children.size - 1)
+        ch2[:, 0] = np.where(num, t.children[first].astype(np.intp) + o, ids)
+        ch2[:, 1] = np.where(num, t.children[second].astype(np.intp) + o, ids)
+        return ch2.ravel()
+
+    @staticmethod
+    def _stack_children(trees, offs):
+        ptrs, chs, frs = [], [], []
+        base_ptr = 0
+        for t, o in zip(trees, offs[:-1], strict=True):
+            ptrs.append(t.child_ptr[:-1] + base_ptr)
+            chs.append(np.where(t.children >= 0, t.children + o, -1))
+            frs.append(t.child_frac)
+            base_ptr += t.child_ptr[-1]
+        child_ptr = np.r_[np.concatenate(ptrs), base_ptr].astype(np.intp)
+        return child_ptr, np.concatenate(chs).astype(np.intp), np.concatenate(frs)
+
+    def _ensure_general(self):
+        """Stacked CSR children (and present-children CSR) for fractional routing, built on first use."""
+        if self._has_general:
+            return
+        trees = self._trees
+        offs = np.r_[self.roots, self.feat0.size]
+        self.child_ptr, self.children, self.child_frac = self._stack_children(trees, offs)
+        n = self.feat0.size
         pres = self.children >= 0
         if pres.all():
             self.pptr, self.pchildren, self.pfrac = self.child_ptr, self.children, self.child_frac
         else:
             counts = np.diff(self.child_ptr)
-            owner = np.repeat(ids, counts)
+            owner = np.repeat(np.arange(n), counts)
             pc = np.bincount(owner[pres], minlength=n)
             self.pptr = np.zeros(n + 1, dtype=np.intp)
             np.cumsum(pc, out=self.pptr[1:])
             self.pchildren = self.children[pres]
             self.pfrac = self.child_frac[pres]
+        self._has_general = True
 
     # (sample, tree) pairs processed at once: keeps the working set in cache
     _CHUNK_PAIRS = 1 << 16
@@ -878,6 +898,7 @@ class NodeTable:
 
         With ``record_all`` every visited node is returned, not only leaves.
         """
+        self._ensure_general()
         n, f = X.shape
         T = self.n_trees
         s = np.repeat(np.arange(n, dtype=np.intp), T)
