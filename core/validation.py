@@ -13,6 +13,7 @@ __all__ = [
     "NotFittedError",
     "check_array",
     "check_X_y",
+    "check_target",
     "check_sample_weight",
     "check_is_fitted",
     "check_n_features",
@@ -108,6 +109,26 @@ def check_X_y(X, y, *, allow_nan: bool = False, y_numeric: bool = False, min_sam
         if y.dtype == object and any(v is None for v in y):
             raise DataError("y contains missing values (None)")
     return X, y
+
+
+def check_target(y, n_samples: int, *, numeric: bool = False) -> np.ndarray:
+    """``y`` as a 1-d array of ``n_samples`` entries; finite floats when ``numeric``.
+
+    For estimators whose ``X`` is checked separately (e.g. with NaN or category codes allowed).
+    """
+    if y is None:
+        raise DataError("y is required for a supervised estimator")
+    y = column_or_1d(y)
+    if y.shape[0] != n_samples:
+        raise DataError(f"X has {n_samples} samples but y has {y.shape[0]}")
+    if numeric:
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise DataError("y must be numeric for a regressor") from None
+        if not np.isfinite(y).all():
+            raise DataError("y contains NaN or infinity")
+    return y
 
 
 def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:

@@ -15,12 +15,11 @@ from ..registry import register
 from ..tree._base import prepare_X
 from ..tree._tree import NodeTable
 from ..validation import (
-    DataError,
     check_array,
     check_is_fitted,
     check_n_features,
     check_sample_weight,
-    column_or_1d,
+    check_target,
 )
 from ._forest import fit_forest, forest_params, oob_values
 
@@ -41,17 +40,7 @@ class RandomForestRegressor(Regressor):
     def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
-        if y is None:
-            raise DataError("y is required for a supervised estimator")
-        y = column_or_1d(y)
-        if y.shape[0] != X.shape[0]:
-            raise DataError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise DataError("y must be numeric for a regressor") from None
-        if not np.isfinite(y).all():
-            raise DataError("y contains NaN or infinity")
+        y = check_target(y, X.shape[0], numeric=True)
         w = check_sample_weight(sample_weight, X.shape[0])
         trees, counts = fit_forest(X, y, w, is_cat, p, regression=True, n_classes=1, ctx=ctx, y_raw=y)
         table = NodeTable(trees)

@@ -9,19 +9,16 @@ propagation and pruning as the classifier (core/tree/_tree.py, _base.py).
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..random import check_random_state
 from ..registry import register
 from ..validation import (
-    DataError,
     check_array,
     check_is_fitted,
     check_n_features,
     check_sample_weight,
-    column_or_1d,
+    check_target,
 )
 from ._base import fit_one_tree, prepare_X, tree_params
 from ._tree import NodeTable
@@ -41,17 +38,7 @@ class DecisionTreeRegressor(Regressor):
     def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
-        if y is None:
-            raise DataError("y is required for a supervised estimator")
-        y = column_or_1d(y)
-        if y.shape[0] != X.shape[0]:
-            raise DataError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise DataError("y must be numeric for a regressor") from None
-        if not np.isfinite(y).all():
-            raise DataError("y contains NaN or infinity")
+        y = check_target(y, X.shape[0], numeric=True)
         w = check_sample_weight(sample_weight, X.shape[0])
         rng = check_random_state(p["random_state"])
         tree = fit_one_tree(X, y, w, is_cat, p, regression=True, n_classes=1, rng=rng, y_raw=y)
