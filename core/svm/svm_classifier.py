@@ -21,6 +21,7 @@ linear primal by stochastic sub-gradients (core.svm.pegasos) for large n.
 from __future__ import annotations
 
 import types
+from functools import lru_cache
 
 import numpy as np
 
@@ -219,14 +220,8 @@ class SVMClassifier(Classifier):
             return self.classes_[(dec[:, 0] > 0).astype(np.intp)]
         if self._strategy == "ovr":
             return self.classes_[np.argmax(dec, axis=1)]
-        pi, pj = np.triu_indices(k, 1)
-        votes = np.zeros((dec.shape[0], k))
-        pos = dec > 0
-        Ei = np.zeros((len(pi), k))
-        Ej = np.zeros((len(pi), k))
-        Ei[np.arange(len(pi)), pi] = 1.0
-        Ej[np.arange(len(pi)), pj] = 1.0
-        votes = pos @ Ei + (~pos) @ Ej
+        Ei, Ej, D, base = _vote_matrices(k)
+        votes = (dec > 0) @ D + base  # pos @ Ei + (~pos) @ Ej
         return self.classes_[np.argmax(votes, axis=1)]
 
     def _predict_proba(self, X) -> np.ndarray:
@@ -380,12 +375,23 @@ def _libsvm_dual_coef(W: np.ndarray, sv_codes: np.ndarray, k: int) -> np.ndarray
 
 def _ovr_decision_function(dec: np.ndarray, k: int) -> np.ndarray:
     """One-vs-one decision values -> (n, k) votes plus bounded confidences (as scikit-learn)."""
+    Ei, Ej, D, base = _vote_matrices(k)
+    votes = (dec >= 0) @ D + base  # (dec >= 0) @ Ei + (dec < 0) @ Ej
+    conf = dec @ D
+    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+
+@lru_cache(maxsize=64)
+def _vote_matrices(k: int):
+    """(Ei, Ej, Ei - Ej, column sums of Ej) for the one-vs-one pairs (0,1), (0,2), ...: Ei[q, i] = 1
+    for pair q = (i, j).  Cached per k (read-only), so predict does no per-call set-up."""
     pi, pj = np.triu_indices(k, 1)
     P = len(pi)
     Ei = np.zeros((P, k))
     Ej = np.zeros((P, k))
     Ei[np.arange(P), pi] = 1.0
     Ej[np.arange(P), pj] = 1.0
-    votes = (dec >= 0) @ Ei + (dec < 0) @ Ej
-    conf = dec @ (Ei - Ej)
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+    out = (Ei, Ej, Ei - Ej, Ej.sum(axis=0))
+    for a in out:
+        a.flags.writeable = False
+    return out
