@@ -15,7 +15,9 @@ Multiclass: one-vs-one (default, k(k-1)/2 pairwise problems, majority vote as
 LIBSVM/SVC) or one-vs-rest (``multi_class="ovr"``).  ``probability=True`` adds
 Platt scaling fitted on 5-fold cross-validated decision values (LIBSVM), coupled
 pairwise for one-vs-one (Wu, Lin & Weng 2004).  ``solver="pegasos"`` solves the
-linear primal by stochastic sub-gradients (core.svm.pegasos) for large n.
+linear primal (bias regularised, as LinearSVC) by stochastic sub-gradients (core.svm.pegasos),
+then polishes the result to the exact optimum by primal Newton steps on a vanishing Huber
+smoothing of the hinge (Chapelle 2007); see core/svm/pegasos.py.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 from .smo import KernelRows, solve_smo, solve_smo_batch
 
 __all__ = ["SVMClassifier"]
+
+# Pegasos epochs when max_iter=-1: the stochastic phase only provides the starting point of the exact
+# primal Newton refinement (pegasos.primal_newton_refine), so a few epochs suffice.
+_PEGASOS_EPOCHS = 10
 
 
 class _ProbaDescriptor:
@@ -120,7 +126,7 @@ class SVMClassifier(Classifier):
         if solver == "pegasos" and n_prob > 1 and p["multi_class"] == "ovr" and not p["probability"]:
             # one-vs-rest problems share X: all weight vectors advance together
             Y = np.stack([yb for _, yb in problems], axis=1)
-            epochs = p["max_iter"] if p["max_iter"] > 0 else 50
+            epochs = p["max_iter"] if p["max_iter"] > 0 else _PEGASOS_EPOCHS
             Wm, bm, ep = pegasos_multi(X, Y, np.repeat(s[:, None], n_prob, axis=1), p["C"], n_epochs=epochs,
                                        tol=p["tol"], rng=rng, ctx=ctx)
             models, probA, probB = [(Wm[q], float(bm[q]), ep) for q in range(n_prob)], [], []
@@ -269,7 +275,7 @@ class _Fitter:
         p = self.p
         Cvec = p["C"] * self.s[idx]
         if p["solver"] == "pegasos":
-            epochs = p["max_iter"] if p["max_iter"] > 0 else 50
+            epochs = p["max_iter"] if p["max_iter"] > 0 else _PEGASOS_EPOCHS
             return pegasos(self.X[idx], yb, self.s[idx], p["C"], n_epochs=epochs, tol=p["tol"],
                            rng=self.rng, ctx=ctx)
         rows = KernelRows(self.kernel, self.X, p["cache_size"], K_full=self.K_full, index=idx)
