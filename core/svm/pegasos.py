@@ -16,6 +16,13 @@ B_t, eta_t = 1 / (lambda t), sub-gradient (eq. 11.19)
 followed by the projection onto the ball ||w|| <= 1/sqrt(lambda).  The returned
 weights are the average of the iterates of the last half of the run (suffix
 averaging), which removes most of the sub-gradient noise.
+
+Exact refinement (default ``refine=True``): the sub-gradient method converges as O(1/(lambda T)),
+slowly for small lambda (large C or n; on 80,000 x 50 the averaged iterate after 10 epochs has
+2.8x the optimal objective), so its iterate is only the starting point of
+:func:`primal_newton_refine`, which minimises the same objective exactly (Newton on a vanishing
+Huber smoothing of the hinge, Chapelle 2007) and stops on a certified duality gap of 1e-7
+(relative).  The result is then the LinearSVC(loss="hinge") optimum, not a stochastic estimate.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import numpy as np
 
 from ..context import NULL_CONTEXT
 
-__all__ = ["pegasos"]
+__all__ = ["pegasos", "pegasos_multi", "primal_newton_refine"]
 
 
 def pegasos(
@@ -220,8 +227,8 @@ def primal_newton_refine(
     W0: np.ndarray,
     b0: np.ndarray,
     *,
-    h_final: float = 1e-7,
     rtol: float = 1e-7,
+    h_min: float = 1e-12,
     max_newton: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Polish P linear-SVM solutions to the optimum of the hinge objective by primal Newton steps.
@@ -236,10 +243,11 @@ def primal_newton_refine(
     Huber loss L_h(m) = 0 (m > 1 + h), (1 + h - m)^2 / (4h) (|1 - m| <= h), 1 - m (m < 1 - h),
     which is C^1 and piecewise quadratic, so Newton's method with an exact line search converges
     in a few steps ((d+1) x (d+1) system: I + sum_{|1-m_i|<=h} U_i z_i z_i^T / (2h)).
-    h is decreased geometrically (x 0.1) from 0.1 to ``h_final`` (each level warm-started); since
-    0 <= hinge - L_h <= h/4, the objective at level h is within (h / 4) sum_i U_i of min F; the
-    levels stop early once F itself decreases by less than ``rtol`` (relative) from one level to
-    the next (the best iterate by F is returned).
+    h is decreased geometrically (x 0.1) from 0.1, each level warm-started from the previous one.
+    Certificate: c_i = -U_i L_h'(m_i) lies in [0, U_i], i.e. is feasible for the dual
+    max_c sum_i c_i - 1/2 ||sum_i c_i z_i||^2, so D(c) <= min F <= F(w) (weak duality); the
+    levels stop once the duality gap F(w) - D(c) is below ``rtol`` F(w) (or at h = ``h_min``).
+    The best iterate by F is returned.
     The Pegasos iterate ``(W0, b0)`` is the starting point.  Returns (W (P, d), b (P,), Newton steps).
     """
     n, d = X.shape
@@ -250,12 +258,6 @@ def primal_newton_refine(
     W = np.empty((P, d))
     b = np.empty(P)
     steps = 0
-    hs = []
-    h = 0.1
-    while h > h_final:
-        hs.append(h)
-        h *= 0.1
-    hs.append(h_final)
     for q in range(P):
         y, u = Y[:, q], U[:, q]
         keep = u > 0
@@ -264,7 +266,10 @@ def primal_newton_refine(
         w = np.r_[W0[q], b0[q]]
         m = Z @ w
         best_f, best_w = 0.5 * float(w @ w) + float(u @ np.maximum(0.0, 1.0 - m)), w
-        for h in hs:
+        best_dual = 0.0  # D(0)
+        h = 0.1
+        while True:
+            gd = 0.0
             for _ in range(max_newton):
                 a, c = _huber_weights(m, u, h)
                 f = 0.5 * float(w @ w) + float(u @ (a * a)) / (4.0 * h) + float(u @ np.maximum(0.0, 1.0 - m - h))
@@ -273,7 +278,10 @@ def primal_newton_refine(
                 Zq = Z[zone]
                 H = (Zq.T * (u[zone] / (2.0 * h))) @ Zq
                 H.flat[:: d + 2] += 1.0
-                step = np.linalg.solve(H, grad)
+                try:
+                    step = np.linalg.solve(H, grad)
+                except np.linalg.LinAlgError:  # curvature U / 2h swamped the identity (huge C, tiny h)
+                    step = np.linalg.lstsq(H, grad, rcond=None)[0]
                 gd = float(grad @ step)  # squared Newton decrement: F_h - min F_h ~ gd / 2
                 if gd <= 1e-12 * max(1.0, f):
                     break
@@ -282,13 +290,16 @@ def primal_newton_refine(
                 w = w - t * step
                 m = m - t * Zs
                 steps += 1
-            # exact hinge objective after this level; stop refining h once it no longer moves
+            # duality gap: c = U a / (2h) lies in the dual box, so D(c) <= min F <= F(w)
+            _, c = _huber_weights(m, u, h)
+            v = Z.T @ c
+            best_dual = max(best_dual, float(c.sum()) - 0.5 * float(v @ v))
             f_hinge = 0.5 * float(w @ w) + float(u @ np.maximum(0.0, 1.0 - m))
-            settled = best_f - f_hinge <= rtol * abs(f_hinge)
             if f_hinge < best_f:
                 best_f, best_w = f_hinge, w
-            if settled:
+            if best_f - best_dual <= rtol * best_f or h <= h_min:
                 break
+            h *= 0.1
         w = best_w
         W[q] = w[:d]
         b[q] = w[d]
