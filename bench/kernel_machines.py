@@ -1,12 +1,14 @@
 """Benchmark: kernel machines vs scikit-learn (ratios ours / sklearn, same data, same run, CPU time).
 
-    OPENBLAS_NUM_THREADS=1 python bench/kernel_machines.py [--quick]
+    OPENBLAS_NUM_THREADS=1 python bench/kernel_machines.py [--quick] [--parity]
 
 * SVC rbf fit on digits (1797 x 64, 10 classes, one-vs-one) and on a 10,000 x 20 synthetic binary set
   (target: within 3x libsvm);
 * linear SVM, Pegasos on 100,000 x 50 vs LinearSVC (target: within 2x);
 * GP regression with hyperparameter optimisation on 2,000 points vs GaussianProcessRegressor (target: 2x);
-* single-row predict latency of every model (target: < 100 microseconds).
+* single-row predict latency of every model (target: < 100 microseconds);
+* with ``--parity``: 5-fold accuracy of solver="pegasos" (one-vs-rest) vs LinearSVC(loss="hinge") on
+  iris, wine, breast_cancer and a 600-row digits subsample, same folds (target: |diff| <= 1 pp).
 
 Prints a Markdown table (paste into bench/results/kernel_machines.md).
 """
@@ -36,6 +38,7 @@ from core.svm.svm_regressor import SVMRegressor  # noqa: E402
 
 warnings.filterwarnings("ignore")
 QUICK = "--quick" in sys.argv
+PARITY = "--parity" in sys.argv
 ROWS = []
 
 
@@ -75,6 +78,41 @@ def latency(model, x, n=2000, method="predict"):
     return best
 
 
+def pegasos_parity():
+    """5-fold CV accuracy, pegasos (ovr) vs LinearSVC(loss="hinge"), same folds, standardised on the train fold."""
+    from core.model_selection import StratifiedKFold
+
+    def digits600():
+        Xd, yd = datasets.load_digits(return_X_y=True)
+        idx = np.random.default_rng(0).permutation(len(yd))[:600]
+        return Xd[idx], yd[idx]
+
+    data = {
+        "iris": lambda: datasets.load_iris(return_X_y=True),
+        "wine": lambda: datasets.load_wine(return_X_y=True),
+        "breast_cancer": lambda: datasets.load_breast_cancer(return_X_y=True),
+        "digits600": digits600,
+    }
+    print("\n| dataset | C | pegasos (ovr) | LinearSVC(loss=hinge) | diff | prediction agreement |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, load in data.items():
+        X, y = load()
+        for C in (0.1, 1.0, 10.0):
+            a, b, agree = [], [], []
+            for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(X, y):
+                mu, sd = X[tr].mean(0), X[tr].std(0)
+                sd[sd == 0] = 1.0
+                Xtr, Xte = (X[tr] - mu) / sd, (X[te] - mu) / sd
+                ours = SVMClassifier(kernel="linear", solver="pegasos", multi_class="ovr", C=C, random_state=0)
+                ours.fit(Xtr, y[tr])
+                ref = LinearSVC(loss="hinge", C=C, max_iter=100000).fit(Xtr, y[tr])
+                a.append(ours.score(Xte, y[te]))
+                b.append(ref.score(Xte, y[te]))
+                agree.append(np.mean(ours.predict(Xte) == ref.predict(Xte)))
+            print(f"| {name} | {C:g} | {np.mean(a):.4f} | {np.mean(b):.4f} | {100 * (np.mean(a) - np.mean(b)):+.2f} pp "
+                  f"| {np.mean(agree):.4f} |", flush=True)
+
+
 def main():
     rng = np.random.default_rng(0)
     # --- SVC rbf on digits -------------------------------------------------------------------
@@ -109,6 +147,15 @@ def main():
     row(f"linear SVM fit, {n_lin}x50: pegasos vs LinearSVC", t_o, t_r, m_o.score(Xl[~tr], yl[~tr]),
         m_r.score(Xl[~tr], yl[~tr]), "<= 2x")
     peg = m_o
+    yb_l = np.where(yl[tr] == m_o.classes_[1], 1.0, -1.0)
+
+    def hinge_objective(w, b):  # 1/2 (||w||^2 + b^2) + C sum_i hinge_i, C = 1 (the objective both minimise)
+        return 0.5 * (w @ w + b * b) + np.maximum(0.0, 1.0 - yb_l * (Xl[tr] @ w + b)).sum()
+
+    t_h, m_h = timed(lambda: LinearSVC(loss="hinge").fit(Xl[tr], yl[tr]))
+    print(f"   hinge objective: pegasos+refinement {hinge_objective(m_o.coef_[0], m_o.intercept_[0]):.4f}, "
+          f"LinearSVC(loss='hinge') {hinge_objective(m_h.coef_[0], m_h.intercept_[0]):.4f} ({t_h:.3f}s, "
+          f"held-out acc {m_h.score(Xl[~tr], yl[~tr]):.4f})", flush=True)
 
     # --- GP with hyperparameter optimisation on 2,000 points -----------------------------------------
     n_gp = 800 if QUICK else 2000
@@ -131,7 +178,8 @@ def main():
     svc_prob = SVMClassifier(probability=True, random_state=0).fit(X, y)
     refs = {
         "svm_classifier (rbf, digits, 45 ovo)": (svc_digits, X[:1], SVC().fit(X, y)),
-        "svm_classifier predict_proba (digits)": (svc_prob, X[:1], None),
+        "svm_classifier decision_function (digits, ovr shape)": (svc_digits, X[:1], SVC().fit(X, y)),
+        "svm_classifier predict_proba (digits)": (svc_prob, X[:1], SVC(probability=True, random_state=0).fit(X, y)),
         "svm_classifier pegasos (50 features)": (peg, Xl[:1], LinearSVC().fit(Xl[:5000], yl[:5000])),
         "svm_regressor (rbf, diabetes)": (svr, Xd[:1], SVR().fit(Xd, yd)),
         "kernel_ridge_regression (rbf, diabetes)": (krr, Xd[:1], KernelRidge(kernel="rbf").fit(Xd, yd)),
@@ -140,8 +188,9 @@ def main():
     }
     lat_rows = []
     for name, (model, x, ref) in refs.items():
-        us = latency(model, x, method="predict_proba" if "predict_proba" in name else "predict")
-        ref_us = latency(ref, x) if ref is not None else float("nan")
+        method = next((m for m in ("predict_proba", "decision_function") if m in name), "predict")
+        us = latency(model, x, method=method)
+        ref_us = latency(ref, x, method=method) if ref is not None else float("nan")
         lat_rows.append((name, us, ref_us))
         print(f"single-row predict {name:45s} {us:8.1f} us   (sklearn {ref_us:8.1f} us)", flush=True)
 
@@ -157,3 +206,5 @@ def main():
 
 if __name__ == "__main__":
     main()
+    if PARITY:
+        pegasos_parity()

@@ -2,6 +2,7 @@
 
     python bench/linear_models.py            # full run
     python bench/linear_models.py --quick    # smaller problems
+    python bench/linear_models.py --predict-only   # only the single-row predict table
 
 1. Lasso and ElasticNet coordinate descent on a 20,000 x 200 design (target: <= 2x sklearn).
 2. Logistic regression fits on breast_cancer and digits (lbfgs and newton).
@@ -127,6 +128,9 @@ def bench_predict(number):
         label = name + ("" if not params else " " + ",".join(f"{k}={v}" for k, v in params.items()
                                                               if k != "random_state"))
         rows.append((f"{label} d={X.shape[1]}", t_o, t_s, ""))
+        if name == "locally_weighted_regression":  # batch path, reported per row
+            t_b = min(timeit.repeat(lambda o=ours, X=X: o.predict(X), number=3, repeat=3)) / 3 / X.shape[0]
+            rows.append((f"{label} d={X.shape[1]}, batch of {X.shape[0]} rows (per row)", t_b, np.nan, ""))
         if name == "bayesian_linear_regression":
             t_std = min(timeit.repeat(lambda o=ours, row=row: o.predict(row, return_std=True), number=number,
                                       repeat=5)) / number
@@ -207,12 +211,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--parity", action="store_true", help="also print CV parity figures")
+    ap.add_argument("--predict-only", action="store_true", help="only the single-row predict table")
     args = ap.parse_args()
     n, p = (5000, 100) if args.quick else (20000, 200)
     repeat = 2 if args.quick else 3
     print(f"numpy {np.__version__}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
-    fmt_table("Coordinate descent (fit)", bench_cd(n, p, repeat), "ms", 1e3)
-    fmt_table("Logistic regression (fit)", bench_logistic(repeat), "ms", 1e3)
+    if not args.predict_only:
+        fmt_table("Coordinate descent (fit)", bench_cd(n, p, repeat), "ms", 1e3)
+        fmt_table("Logistic regression (fit)", bench_logistic(repeat), "ms", 1e3)
     fmt_table("Single-row predict", bench_predict(200 if args.quick else 1000), "us", 1e6)
     if args.parity:
         parity()

@@ -6,12 +6,13 @@ Euclidean norm).  The weighted normal equations
 
     (Z^T W Z + alpha D) theta = Z^T W y,     Z = [1, X - x]
 
-are built per query (one BLAS product each) and solved for a batch of queries at
-once (stacked ``np.linalg.solve``); the weights of a batch come from one matrix product.
-Centring the design on the query makes the prediction the local intercept and
-keeps the systems well conditioned.  ``alpha`` is a tiny ridge on the slopes only
-(0 gives the exact weighted least-squares solution; systems that are still
-singular fall back to the pseudo-inverse, i.e. the minimum-norm solution).
+are built per query: the augmented design [1, X, y] is stored at fit, one broadcast
+subtraction centres it on the query, its rows are scaled by sqrt(w_i) and one Gram
+product gives Z^T W Z and Z^T W y together; the SPD system is solved by LAPACK posv
+(Cholesky).  Centring the design on the query makes the prediction the local intercept
+and keeps the systems well conditioned.  ``alpha`` is a tiny ridge on the slopes only
+(0 gives the exact weighted least-squares solution; a system that is still singular
+falls back to the pseudo-inverse, i.e. the minimum-norm solution).
 Non-parametric: the training set is stored and every prediction solves a
 (d+1) x (d+1) system.
 """
@@ -19,6 +20,7 @@ Non-parametric: the training set is stored and every prediction solves a
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import get_lapack_funcs
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
@@ -26,7 +28,7 @@ from ..params import Bool, Float
 from ..registry import register
 from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
 
-_CHUNK_ELEMS = 4_000_000  # queries * n_train per batch (weight matrix size)
+_posv = get_lapack_funcs("posv", (np.empty(1),))
 
 
 @register
@@ -52,60 +54,65 @@ class LocallyWeightedRegression(Regressor):
         self.X_fit_ = X.copy()
         self.y_fit_ = y.copy()
         self.sample_weight_ = sw
-        self._sq_norms = np.sum(X * X, axis=1)
+        k = X.shape[1] + 1 if p["fit_intercept"] else X.shape[1]
+        Ay = np.empty((X.shape[0], k + 1))  # augmented design [1, X, y] (or [X, y])
+        Ay[:, k - X.shape[1] : k] = X
+        Ay[:, k] = y
+        if p["fit_intercept"]:
+            Ay[:, 0] = 1.0
+        ridge = np.full(k, p["alpha"])
+        if p["fit_intercept"]:
+            ridge[0] = 0.0
+        self._Ay = Ay
+        self._k = k
+        self._intercept = p["fit_intercept"]
+        self._ridge = ridge
+        self._sqrt_sw = np.sqrt(sw)
+        self._inv4tau2 = 1.0 / (4.0 * p["tau"] ** 2)
         self.params_ = p
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _weights(self, Q):
-        """Gaussian weights (queries x train), rescaled so each row's largest is 1 (no underflow)."""
-        tau = self.params_["tau"]
-        sq = np.sum(Q * Q, axis=1)[:, None] + self._sq_norms[None, :] - 2.0 * (Q @ self.X_fit_.T)
-        np.maximum(sq, 0.0, out=sq)
-        logw = -sq / (2.0 * tau * tau)
-        logw -= logw.max(axis=1, keepdims=True)
-        return np.exp(logw) * self.sample_weight_[None, :]
+    def _predict_one(self, x):
+        """Local prediction at one query ``x`` (shape (d,)).
 
-    def _predict_chunk(self, Q):
-        X, y = self.X_fit_, self.y_fit_
-        W = self._weights(Q)  # (q, n)
-        fit_intercept = self.params_["fit_intercept"]
-        n, d = X.shape
-        k = d + 1 if fit_intercept else d
-        A = np.empty((Q.shape[0], k, k))
-        b = np.empty((Q.shape[0], k))
-        Z = np.empty((n, k))
-        if fit_intercept:
-            Z[:, 0] = 1.0
+        With the precomputed augmented design ``A = [1, X, y]`` (or ``[X, y]``), one broadcast
+        subtraction gives ``[1, X - x, y]``; scaling its rows by sqrt(w_i) and one Gram product
+        ``R^T R`` yields both ``Z^T W Z`` and ``Z^T W y``.  The SPD system is solved by LAPACK
+        ``posv`` (Cholesky); a singular system falls back to the pseudo-inverse.
+        """
+        k = self._k
+        if self._intercept:
+            R = self._Ay - self._shift(x)
+            D = R[:, 1:k]
         else:
-            Z[:] = X
-        # one (k x n) @ (n x k) BLAS product per query beats a stacked 3-d matmul here
-        for i in range(Q.shape[0]):
-            if fit_intercept:
-                np.subtract(X, Q[i], out=Z[:, 1:])
-            ZWt = (Z * W[i][:, None]).T
-            A[i] = ZWt @ Z
-            b[i] = ZWt @ y
-        ridge = self.params_["alpha"] * np.ones(k)
-        if fit_intercept:
-            ridge[0] = 0.0
-        A[:, np.arange(k), np.arange(k)] += ridge
-        try:
-            theta = np.linalg.solve(A, b[:, :, None])[:, :, 0]
-            if not np.isfinite(theta).all():
-                raise np.linalg.LinAlgError
-        except np.linalg.LinAlgError:
-            theta = (np.linalg.pinv(A) @ b[:, :, None])[:, :, 0]
-        if fit_intercept:
-            return theta[:, 0]
-        return np.sum(theta * Q, axis=1)
+            R = self._Ay.copy()
+            D = self.X_fit_ - x
+        sq = np.einsum("ij,ij->i", D, D)
+        # sqrt of the Gaussian weights, rescaled so the largest is 1 (no underflow)
+        r = np.exp((sq.min() - sq) * self._inv4tau2)
+        r *= self._sqrt_sw
+        R *= r[:, None]
+        M = R.T @ R
+        G = M[:k, :k]
+        G.flat[:: k + 1] += self._ridge
+        g = M[:k, k]
+        _, theta, info = _posv(G, g)
+        if info != 0:
+            theta = np.linalg.pinv(G) @ g
+        if self._intercept:
+            return theta[0]
+        return theta @ x
+
+    def _shift(self, x):
+        s = np.zeros(self._k + 1)
+        s[1 : self._k] = x
+        return s
 
     def predict(self, X):
         check_is_fitted(self, ["X_fit_"])
         X = check_array(X)
         check_n_features(self, X)
-        n, d = self.X_fit_.shape
-        step = max(1, _CHUNK_ELEMS // max(1, n))
-        if X.shape[0] <= step:
-            return self._predict_chunk(X)
-        return np.concatenate([self._predict_chunk(X[i : i + step]) for i in range(0, X.shape[0], step)])
+        if X.shape[0] == 1:
+            return np.array([self._predict_one(X[0])])
+        return np.array([self._predict_one(x) for x in X])

@@ -10,7 +10,10 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
+from scipy.linalg import get_lapack_funcs
 
 __all__ = ["sigmoid_train", "sigmoid_predict", "pairwise_coupling"]
 
@@ -74,31 +77,62 @@ def sigmoid_predict(dec, A: float, B: float) -> np.ndarray:
     return np.where(fApB >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
 
 
+@lru_cache(maxsize=64)
+def _kkt_layout(k: int):
+    """Cached layout of the (k+1) x (k+1) KKT matrix, flattened: the template (ones border, zero
+    corner), flat positions of Q[i, j] and Q[j, i] for the pairs (0,1), (0,2), ..., of the diagonal
+    of Q, and the pair -> class incidence matrices (Ei[q, i] = 1, Ej[q, j] = 1 for pair q = (i, j))."""
+    m = k + 1
+    pi, pj = np.triu_indices(k, 1)
+    P = len(pi)
+    template = np.ones(m * m)
+    template[m * m - 1] = 0.0
+    Ei = np.zeros((P, k))
+    Ej = np.zeros((P, k))
+    Ei[np.arange(P), pi] = 1.0
+    Ej[np.arange(P), pj] = 1.0
+    e = np.zeros(m)
+    e[k] = 1.0
+    out = (template, pi * m + pj, pj * m + pi, np.arange(k) * (m + 1), Ei, Ej, e)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+_gesv = get_lapack_funcs("gesv", (np.empty(1),))
+
+
 def pairwise_coupling(r: np.ndarray, k: int) -> np.ndarray:
     """Class probabilities from pairwise ones (Wu, Lin & Weng 2004, method 2).
 
     ``r`` has shape (n, k(k-1)/2): r[:, pair(i, j)] = P(y = i | y in {i, j}, x) for i < j,
     pairs in the order (0,1), (0,2), ..., (k-2, k-1).  Returns (n, k) rows summing to 1.
+
+    Method 2 minimises p^T Q p subject to sum(p) = 1, with Q[t, t] = sum_{j != t} r_jt^2 and
+    Q[t, j] = -r_jt r_tj.  Q is only positive semi-definite (singular when the r_ij are exactly
+    consistent), so we solve the KKT system [[Q, 1], [1^T, 0]] [p; b] = [0; 1], which is
+    non-singular; its solution is non-negative (Wu et al. 2004, Theorem 3).  A single row uses
+    LAPACK gesv directly (no per-call overhead), a batch one stacked solve; LIBSVM iterates
+    towards the same point, to 0.005/k.
     """
     n = r.shape[0]
+    m = k + 1
+    template, fij, fji, fdiag, Ei, Ej, e = _kkt_layout(k)
     r = np.clip(r, 1e-7, 1.0 - 1e-7)
-    R = np.zeros((n, k, k))
-    pi, pj = np.triu_indices(k, 1)
-    R[:, pi, pj] = r
-    R[:, pj, pi] = 1.0 - r
-    # Q[t][t] = sum_{j != t} r_jt^2 ; Q[t][j] = -r_jt r_tj
-    Q = -R.transpose(0, 2, 1) * R  # Q[t, j] = -R[j, t] * R[t, j]
-    diag = (R.transpose(0, 2, 1) ** 2).sum(axis=2) - 0.0  # sum_j R[j,t]^2 (R[t,t] = 0)
-    Q[:, np.arange(k), np.arange(k)] = diag
-    # Method 2 minimises p^T Q p subject to sum(p) = 1; its solution is non-negative (Wu et al. 2004,
-    # Theorem 3), so it is the solution of the KKT system [[Q, 1], [1^T, 0]] [p; b] = [0; 1], solved for all
-    # samples at once (LIBSVM iterates towards the same point, to 0.005/k).
-    S = np.zeros((n, k + 1, k + 1))
-    S[:, :k, :k] = Q
-    S[:, :k, k] = 1.0
-    S[:, k, :k] = 1.0
-    rhs = np.zeros((n, k + 1, 1))
-    rhs[:, k, 0] = 1.0
-    p = np.linalg.solve(S, rhs)[:, :k, 0]
+    q = 1.0 - r  # r_ji
+    S = np.empty((n, m * m))
+    S[:] = template
+    off = r * q
+    np.negative(off, out=off)
+    S[:, fij] = off  # Q[i, j] = Q[j, i] = -r_ij r_ji
+    S[:, fji] = off
+    # Q[t, t] = sum_{j != t} r_jt^2: pair (i, j) adds r_ji^2 to Q[i, i] and r_ij^2 to Q[j, j]
+    S[:, fdiag] = (q * q) @ Ei + (r * r) @ Ej
+    if n == 1:
+        p = _gesv(S.reshape(m, m), e)[2][None, :k]
+    else:
+        rhs = np.zeros((n, m, 1))
+        rhs[:, k, 0] = 1.0
+        p = np.linalg.solve(S.reshape(n, m, m), rhs)[:, :k, 0]
     np.clip(p, 0.0, None, out=p)
     return p / p.sum(axis=1, keepdims=True)

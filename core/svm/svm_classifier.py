@@ -15,12 +15,15 @@ Multiclass: one-vs-one (default, k(k-1)/2 pairwise problems, majority vote as
 LIBSVM/SVC) or one-vs-rest (``multi_class="ovr"``).  ``probability=True`` adds
 Platt scaling fitted on 5-fold cross-validated decision values (LIBSVM), coupled
 pairwise for one-vs-one (Wu, Lin & Weng 2004).  ``solver="pegasos"`` solves the
-linear primal by stochastic sub-gradients (core.svm.pegasos) for large n.
+linear primal (bias regularised, as LinearSVC) by stochastic sub-gradients (core.svm.pegasos),
+then polishes the result to the exact optimum by primal Newton steps on a vanishing Huber
+smoothing of the hinge (Chapelle 2007); see core/svm/pegasos.py.
 """
 
 from __future__ import annotations
 
 import types
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,6 +46,10 @@ from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 from .smo import KernelRows, solve_smo, solve_smo_batch
 
 __all__ = ["SVMClassifier"]
+
+# Pegasos epochs when max_iter=-1: the stochastic phase only provides the starting point of the exact
+# primal Newton refinement (pegasos.primal_newton_refine), so a few epochs suffice.
+_PEGASOS_EPOCHS = 10
 
 
 class _ProbaDescriptor:
@@ -119,7 +126,7 @@ class SVMClassifier(Classifier):
         if solver == "pegasos" and n_prob > 1 and p["multi_class"] == "ovr" and not p["probability"]:
             # one-vs-rest problems share X: all weight vectors advance together
             Y = np.stack([yb for _, yb in problems], axis=1)
-            epochs = p["max_iter"] if p["max_iter"] > 0 else 50
+            epochs = p["max_iter"] if p["max_iter"] > 0 else _PEGASOS_EPOCHS
             Wm, bm, ep = pegasos_multi(X, Y, np.repeat(s[:, None], n_prob, axis=1), p["C"], n_epochs=epochs,
                                        tol=p["tol"], rng=rng, ctx=ctx)
             models, probA, probB = [(Wm[q], float(bm[q]), ep) for q in range(n_prob)], [], []
@@ -219,14 +226,8 @@ class SVMClassifier(Classifier):
             return self.classes_[(dec[:, 0] > 0).astype(np.intp)]
         if self._strategy == "ovr":
             return self.classes_[np.argmax(dec, axis=1)]
-        pi, pj = np.triu_indices(k, 1)
-        votes = np.zeros((dec.shape[0], k))
-        pos = dec > 0
-        Ei = np.zeros((len(pi), k))
-        Ej = np.zeros((len(pi), k))
-        Ei[np.arange(len(pi)), pi] = 1.0
-        Ej[np.arange(len(pi)), pj] = 1.0
-        votes = pos @ Ei + (~pos) @ Ej
+        Ei, Ej, D, base = _vote_matrices(k)
+        votes = (dec > 0) @ D + base  # pos @ Ei + (~pos) @ Ej
         return self.classes_[np.argmax(votes, axis=1)]
 
     def _predict_proba(self, X) -> np.ndarray:
@@ -274,7 +275,7 @@ class _Fitter:
         p = self.p
         Cvec = p["C"] * self.s[idx]
         if p["solver"] == "pegasos":
-            epochs = p["max_iter"] if p["max_iter"] > 0 else 50
+            epochs = p["max_iter"] if p["max_iter"] > 0 else _PEGASOS_EPOCHS
             return pegasos(self.X[idx], yb, self.s[idx], p["C"], n_epochs=epochs, tol=p["tol"],
                            rng=self.rng, ctx=ctx)
         rows = KernelRows(self.kernel, self.X, p["cache_size"], K_full=self.K_full, index=idx)
@@ -380,12 +381,23 @@ def _libsvm_dual_coef(W: np.ndarray, sv_codes: np.ndarray, k: int) -> np.ndarray
 
 def _ovr_decision_function(dec: np.ndarray, k: int) -> np.ndarray:
     """One-vs-one decision values -> (n, k) votes plus bounded confidences (as scikit-learn)."""
+    Ei, Ej, D, base = _vote_matrices(k)
+    votes = (dec >= 0) @ D + base  # (dec >= 0) @ Ei + (dec < 0) @ Ej
+    conf = dec @ D
+    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+
+@lru_cache(maxsize=64)
+def _vote_matrices(k: int):
+    """(Ei, Ej, Ei - Ej, column sums of Ej) for the one-vs-one pairs (0,1), (0,2), ...: Ei[q, i] = 1
+    for pair q = (i, j).  Cached per k (read-only), so predict does no per-call set-up."""
     pi, pj = np.triu_indices(k, 1)
     P = len(pi)
     Ei = np.zeros((P, k))
     Ej = np.zeros((P, k))
     Ei[np.arange(P), pi] = 1.0
     Ej[np.arange(P), pj] = 1.0
-    votes = (dec >= 0) @ Ei + (dec < 0) @ Ej
-    conf = dec @ (Ei - Ej)
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+    out = (Ei, Ej, Ei - Ej, Ej.sum(axis=0))
+    for a in out:
+        a.flags.writeable = False
+    return out

@@ -72,3 +72,21 @@ def test_diabetes_beats_global_linear_model_at_moderate_bandwidth():
         a.append(LWR(tau=4.0).fit(X[tr], y[tr]).score(X[te], y[te]))
         b.append(registry.get("linear_regression")().fit(X[tr], y[tr]).score(X[te], y[te]))
     assert np.mean(a) > np.mean(b) - 0.02  # a smooth local model is at least as good as OLS
+
+
+def test_singular_local_system_gives_minimum_norm_solution():
+    # fewer training rows than features and no ridge: Z^T W Z is singular; the answer is
+    # the minimum-norm weighted least-squares solution (pseudo-inverse)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 40)) * 3 + 5
+    y = rng.normal(size=30)
+    Q = rng.normal(size=(6, 40)) * 3 + 5
+    tau = 3.0
+    pred = LWR(tau=tau, alpha=0.0).fit(X, y).predict(Q)
+    ref = []
+    for q in Q:
+        s = np.sum((X - q) ** 2, axis=1)
+        w = np.exp(-(s - s.min()) / (2 * tau**2))
+        Z = np.column_stack([np.ones(len(X)), X - q])
+        ref.append(np.linalg.lstsq(Z * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0][0])
+    np.testing.assert_allclose(pred, ref, atol=0.05)
