@@ -22,54 +22,79 @@ import heapq
 
 import numpy as np
 
-__all__ = ["grow_tree", "TreeEnsemble"]
+__all__ = ["grow_tree", "TreeEnsemble", "HistogramBuilder"]
 
 _MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
-_FLAT_MAX_ROWS = 1024
+_CHUNK = 8192  # rows per sparse-product call (bounds the shared ones/indptr buffers)
+
+try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallback below
+    from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
+except ImportError:  # pragma: no cover
+    _csc_matvecs = None
 
 
-def _histograms(XbT, idx, g, h, n_bins, constant_hessian):
-    """Histograms of gradients, hessians and counts: one (3, F, n_bins) float array.
+class HistogramBuilder:
+    """Histograms of gradients, hessians and counts per (feature, bin) on a node's rows.
 
-    One ``np.bincount`` per feature and quantity on the node's rows (the bins
-    are cast to ``intp`` once per feature, which ``bincount`` would otherwise
-    redo for each call).  With a constant hessian (unit weights) the hessian
-    histogram is the count histogram.
+    The binned data are kept row-major as ``int32`` codes ``f * n_bins + bin``,
+    so that all features' histograms of all quantities are one sparse product:
+    with ``A`` the (F * n_bins, m) one-hot matrix of the node's codes and ``W``
+    the (m, q) matrix of per-row quantities ``[g, h, 1]``, ``hist = A @ W``.
+    ``A`` is never built: its CSC arrays are the gathered codes (row ``i`` of the
+    node holds F entries), a shared ``indptr`` and a shared vector of ones, and
+    SciPy's ``csc_matvecs`` kernel accumulates all q quantities in one pass over
+    the codes (about 2x faster than one ``np.bincount`` per feature and quantity).
+    With a constant hessian (unit weights) ``q = 2`` and the hessian histogram is
+    the count histogram.
     """
-    n_features = XbT.shape[0]
-    if idx is None:
-        gi, hi = g, h
-    else:
-        gi = g.take(idx)
-        hi = None if constant_hessian else h.take(idx)
-    if idx is not None and len(idx) <= _FLAT_MAX_ROWS:
-        # small node: one bincount over (feature, bin) pairs beats a Python loop over features
-        m = len(idx)
-        codes = XbT.take(idx, axis=1).astype(np.intp)
-        codes += (np.arange(n_features, dtype=np.intp) * n_bins)[:, None]
-        codes = codes.ravel()
-        size = n_features * n_bins
-        hist = np.empty((3, n_features, n_bins))
-        hist[0] = np.bincount(codes, weights=np.broadcast_to(gi, (n_features, m)).ravel(),
-                              minlength=size).reshape(n_features, n_bins)
-        hist[2] = np.bincount(codes, minlength=size).reshape(n_features, n_bins)
-        if constant_hessian:
-            hist[1] = hist[2]
+
+    def __init__(self, XbT, n_bins, constant_hessian):
+        n_features, n = XbT.shape
+        self.n_features = n_features
+        self.n_bins = n_bins
+        self.n_cols = n_features * n_bins
+        self.constant_hessian = constant_hessian
+        self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
+        self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
+        self.q = 2 if constant_hessian else 3
+        self.W = np.empty((n, self.q))
+        self.W[:, -1] = 1.0
+        chunk = min(n, _CHUNK)
+        self._ones = np.ones(chunk * n_features)
+        self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
+        self._chunk = max(chunk, 1)
+
+    def set_gradients(self, g, h):
+        self.W[:, 0] = g
+        if not self.constant_hessian:
+            self.W[:, 1] = h
+
+    def __call__(self, idx):
+        """(3, F, n_bins) float array: sums of g, h and counts (``idx`` None = all rows)."""
+        if idx is None:
+            codes, W = self.codes, self.W
         else:
-            hist[1] = np.bincount(codes, weights=np.broadcast_to(hi, (n_features, m)).ravel(),
-                                  minlength=size).reshape(n_features, n_bins)
+            codes, W = self.codes.take(idx, axis=0), self.W.take(idx, axis=0)
+        m, q, F = len(codes), self.q, self.n_features
+        Y = np.zeros((self.n_cols, q))
+        if _csc_matvecs is None:  # pragma: no cover - private SciPy kernel unavailable
+            for f in range(F):
+                c = codes[:, f]
+                for j in range(q):
+                    Y[:, j] += np.bincount(c, weights=W[:, j], minlength=self.n_cols)
+        else:
+            Yv = Y.reshape(-1)
+            for s in range(0, m, self._chunk):
+                e = min(m, s + self._chunk)
+                k = e - s
+                _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], codes[s:e].reshape(-1),
+                             self._ones[: k * F], W[s:e].reshape(-1), Yv)
+        hist = np.empty((3, F, self.n_bins))
+        Yt = Y.reshape(F, self.n_bins, q)
+        hist[0] = Yt[:, :, 0]
+        hist[2] = Yt[:, :, q - 1]
+        hist[1] = Yt[:, :, 1]
         return hist
-    hist = np.empty((3, n_features, n_bins))
-    Hg, Hh, Hc = hist
-    for f in range(n_features):
-        c = (XbT[f] if idx is None else XbT[f].take(idx)).astype(np.intp)
-        Hg[f] = np.bincount(c, weights=gi, minlength=n_bins)
-        Hc[f] = np.bincount(c, minlength=n_bins)
-        if not constant_hessian:
-            Hh[f] = np.bincount(c, weights=hi, minlength=n_bins)
-    if constant_hessian:
-        Hh[:] = Hc
-    return hist
 
 
 _BLOCK = 16
@@ -190,7 +215,7 @@ class _Node:
         self.split = None
 
 
-def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_rate, l2,
+def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, learning_rate, l2,
               max_leaf_nodes, max_depth, min_samples_leaf, categorical=(), G=None, H=None):
     """Grow one tree leaf-wise (best-gain leaf first).
 
@@ -199,7 +224,6 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
     where ``idx`` is the array of training rows in that leaf (None = all rows).
     """
     n = XbT.shape[1]
-    n_bins = missing_bin + 1
     feature, bins, miss_left, left, right, value = [], [], [], [], [], []
     cats: dict[int, np.ndarray] = {}  # node id -> bins going left (categorical splits)
 
@@ -236,7 +260,7 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
 
     if max_leaf_nodes is None or max_leaf_nodes > 1:
         if splittable(root):
-            root.hist = _histograms(XbT, None, g, h, n_bins, constant_hessian)
+            root.hist = hist_builder(None)
             consider(root)
     n_leaves = 1
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
@@ -277,7 +301,7 @@ def grow_tree(XbT, g, h, *, constant_hessian, valid_bins, missing_bin, learning_
         need_l, need_r = splittable(lnode), splittable(rnode)
         if need_l or need_r:
             small, large = (lnode, rnode) if lnode.C <= rnode.C else (rnode, lnode)
-            small.hist = _histograms(XbT, small.idx, g, h, n_bins, constant_hessian)
+            small.hist = hist_builder(small.idx)
             parent_hist -= small.hist
             large.hist = parent_hist
             for child, need in ((lnode, need_l), (rnode, need_r)):
