@@ -102,15 +102,15 @@ _TRIU = np.triu(np.ones((_BLOCK, _BLOCK)))
 
 
 def _cumsum_bins(hist):
-    """Inclusive cumulative sums over the bin axis of a (3, F, n_bins) histogram.
+    """Inclusive cumulative sums over the last (bin) axis of a histogram array.
 
     ``np.cumsum`` is one sequential add chain; for 256 bins a blocked version
     (16 x 16 upper-triangular matmul per block, then block offsets) is ~2x faster.
     """
-    n_bins = hist.shape[2]
+    n_bins = hist.shape[-1]
     if n_bins % _BLOCK or n_bins < 4 * _BLOCK:
-        return np.cumsum(hist, axis=2)
-    rows = hist.shape[0] * hist.shape[1]
+        return np.cumsum(hist, axis=-1)
+    rows = hist.size // n_bins
     cs = hist.reshape(rows, n_bins // _BLOCK, _BLOCK) @ _TRIU
     block_sums = cs[:, :, -1]
     offsets = np.cumsum(block_sums, axis=1)
@@ -119,44 +119,57 @@ def _cumsum_bins(hist):
     return cs.reshape(hist.shape)
 
 
-def _best_split(hist, G, H, C, valid_bins, l2, min_samples_leaf):
-    """Best (gain, feature, bin, missing_left, GL, HL, CL, None) or None.
+def _best_splits(hist, G, H, C, invalid_bins, l2, min_samples_leaf):
+    """Best split of each of ``k`` nodes from their stacked (k, 3, F, n_bins) histograms.
 
-    Left child = non-missing bins <= b (plus the missing bin if missing_left).
+    Returns a list of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or
+    None per node.  Left child = non-missing bins <= b (plus the missing bin if
+    missing_left).  All nodes, features and bins are scored in one vectorised pass
+    per missing-value direction (the nodes of one split are evaluated together).
     """
-    cs = _cumsum_bins(hist)[:, :, :-1]
-    cm = hist[2, :, -1]
-    any_missing = bool(cm.any())
-    cands = [cs]
-    if any_missing:
-        cands.append(cs + hist[:, :, -1:])
-    best = None
-    parent = G * G / (H + l2) if H + l2 > 0 else 0.0
+    k = hist.shape[0]
+    cs = _cumsum_bins(hist)[..., :-1]
+    cm = hist[:, 2, :, -1]  # (k, F) missing counts
+    has_missing = cm.any(axis=1)
+    Gk, Hk, Ck = G[:, None, None], H[:, None, None], C[:, None, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        for direction, (GL, HL, CL) in enumerate(cands):
-            HR = H - HL
-            ok = CL >= min_samples_leaf
-            ok &= CL <= C - min_samples_leaf
-            ok &= HL >= _MIN_HESSIAN
-            ok &= HR >= _MIN_HESSIAN
-            ok &= valid_bins
-            GR = G - GL
+        parent = np.where(H + l2 > 0, G * G / (H + l2), 0.0)
+    cands = [cs]
+    if has_missing.any():
+        cands.append(cs + hist[..., -1:])
+    best = [None] * k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for direction, c in enumerate(cands):
+            GL, HL, CL = c[:, 0], c[:, 1], c[:, 2]
+            HR = Hk - HL
+            bad = CL < min_samples_leaf
+            bad |= CL > Ck - min_samples_leaf
+            bad |= HL < _MIN_HESSIAN
+            bad |= HR < _MIN_HESSIAN
+            bad |= invalid_bins
             gain = GL * GL
             gain /= HL + l2
+            GR = Gk - GL
             GR *= GR
             GR /= HR + l2
             gain += GR
-            gain[~ok] = -np.inf
-            k = int(np.argmax(gain))
-            f, b = divmod(k, gain.shape[1])
-            gk = gain[f, b] - parent
-            if gk > 0 and (best is None or gk > best[0]):
-                if direction == 0 and cm[f] == 0:
-                    # no missing values here: missing go to the child with more samples
-                    miss_left = bool(CL[f, b] >= C - CL[f, b])
-                else:
-                    miss_left = direction == 1
-                best = (float(gk), f, b, miss_left, float(GL[f, b]), float(HL[f, b]), int(CL[f, b]), None)
+            np.copyto(gain, -np.inf, where=bad)
+            flat = gain.reshape(k, -1)
+            arg = flat.argmax(axis=1)
+            for i in range(k):
+                if direction == 1 and not has_missing[i]:
+                    continue
+                j = int(arg[i])
+                gk = flat[i, j] - parent[i]
+                if gk > 0 and (best[i] is None or gk > best[i][0]):
+                    f, b = divmod(j, gain.shape[2])
+                    cl = CL[i, f, b]
+                    if direction == 0 and cm[i, f] == 0:
+                        # no missing values here: missing go to the child with more samples
+                        miss_left = bool(cl >= C[i] - cl)
+                    else:
+                        miss_left = direction == 1
+                    best[i] = (float(gk), f, b, miss_left, float(GL[i, f, b]), float(HL[i, f, b]), int(cl), None)
     return best
 
 
@@ -248,20 +261,27 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
     def splittable(node):
         return (max_depth is None or node.depth < max_depth) and node.C >= 2 * min_samples_leaf
 
-    def consider(node):
-        node.split = _best_split(node.hist, node.G, node.H, node.C, valid_bins, l2, min_samples_leaf)
-        if len(categorical):
-            node.split = _best_categorical_split(node.hist, node.G, node.H, node.C, categorical, missing_bin,
-                                                 l2, min_samples_leaf, node.split)
-        if node.split is not None:
-            heapq.heappush(heap, (-node.split[0], node.id, node))
-        else:
-            node.hist = None
+    invalid_bins = ~valid_bins
+
+    def consider(nodes_):
+        hist = nodes_[0].hist[None] if len(nodes_) == 1 else np.stack([nd.hist for nd in nodes_])
+        splits = _best_splits(hist, np.array([nd.G for nd in nodes_]), np.array([nd.H for nd in nodes_]),
+                              np.array([nd.C for nd in nodes_], dtype=np.float64), invalid_bins, l2,
+                              min_samples_leaf)
+        for node, split in zip(nodes_, splits, strict=True):
+            if len(categorical):
+                split = _best_categorical_split(node.hist, node.G, node.H, node.C, categorical, missing_bin,
+                                                l2, min_samples_leaf, split)
+            node.split = split
+            if split is not None:
+                heapq.heappush(heap, (-split[0], node.id, node))
+            else:
+                node.hist = None
 
     if max_leaf_nodes is None or max_leaf_nodes > 1:
         if splittable(root):
             root.hist = hist_builder(None)
-            consider(root)
+            consider([root])
     n_leaves = 1
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
@@ -304,11 +324,11 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
             small.hist = hist_builder(small.idx)
             parent_hist -= small.hist
             large.hist = parent_hist
-            for child, need in ((lnode, need_l), (rnode, need_r)):
-                if need:
-                    consider(child)
-                else:
-                    child.hist = None
+            if not need_l:
+                lnode.hist = None
+            if not need_r:
+                rnode.hist = None
+            consider([nd for nd, need in ((lnode, need_l), (rnode, need_r)) if need])
     nodes = {
         "feature": feature,
         "bin": bins,
