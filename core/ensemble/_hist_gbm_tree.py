@@ -119,13 +119,16 @@ def _cumsum_bins(hist):
     return cs.reshape(hist.shape)
 
 
-def _best_splits(hist, G, H, C, invalid_bins, l2, min_samples_leaf):
+def _best_splits(hist, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian=True):
     """Best split of each of ``k`` nodes from their stacked (k, 3, F, n_bins) histograms.
 
     Returns a list of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or
     None per node.  Left child = non-missing bins <= b (plus the missing bin if
     missing_left).  All nodes, features and bins are scored in one vectorised pass
     per missing-value direction (the nodes of one split are evaluated together).
+    ``invalid_bins`` (F, n_bins - 1) masks bins that are no split point (or None);
+    ``check_hessian=False`` skips the ``min_hessian_to_split`` test when the caller
+    knows every child with ``min_samples_leaf`` rows passes it.
     """
     k = hist.shape[0]
     cs = _cumsum_bins(hist)[..., :-1]
@@ -144,14 +147,20 @@ def _best_splits(hist, G, H, C, invalid_bins, l2, min_samples_leaf):
             HR = Hk - HL
             bad = CL < min_samples_leaf
             bad |= CL > Ck - min_samples_leaf
-            bad |= HL < _MIN_HESSIAN
-            bad |= HR < _MIN_HESSIAN
-            bad |= invalid_bins
+            if check_hessian:
+                bad |= HL < _MIN_HESSIAN
+                bad |= HR < _MIN_HESSIAN
+            if invalid_bins is not None:
+                bad |= invalid_bins
             gain = GL * GL
-            gain /= HL + l2
             GR = Gk - GL
             GR *= GR
-            GR /= HR + l2
+            if l2:
+                gain /= HL + l2
+                HR += l2
+            else:
+                gain /= HL
+            GR /= HR
             gain += GR
             np.copyto(gain, -np.inf, where=bad)
             flat = gain.reshape(k, -1)
@@ -262,12 +271,18 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
         return (max_depth is None or node.depth < max_depth) and node.C >= 2 * min_samples_leaf
 
     invalid_bins = ~valid_bins
+    if not invalid_bins.any():
+        invalid_bins = None
+    # every child with >= min_samples_leaf rows has H >= min_samples_leaf * min(h): if that
+    # exceeds min_hessian_to_split (with a margin for rounding), the hessian test is void
+    h_floor = 1.0 if constant_hessian else (float(h.min()) if n else 0.0)
+    check_hessian = not min_samples_leaf * h_floor >= 2 * _MIN_HESSIAN
 
     def consider(nodes_):
         hist = nodes_[0].hist[None] if len(nodes_) == 1 else np.stack([nd.hist for nd in nodes_])
         splits = _best_splits(hist, np.array([nd.G for nd in nodes_]), np.array([nd.H for nd in nodes_]),
                               np.array([nd.C for nd in nodes_], dtype=np.float64), invalid_bins, l2,
-                              min_samples_leaf)
+                              min_samples_leaf, check_hessian)
         for node, split in zip(nodes_, splits, strict=True):
             if len(categorical):
                 split = _best_categorical_split(node.hist, node.G, node.H, node.C, categorical, missing_bin,
