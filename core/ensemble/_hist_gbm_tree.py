@@ -101,7 +101,7 @@ _BLOCK = 16
 _TRIU = np.triu(np.ones((_BLOCK, _BLOCK)))
 
 
-def _cumsum_bins(hist):
+def _cumsum_bins(hist, out=None):
     """Inclusive cumulative sums over the last (bin) axis of a histogram array.
 
     ``np.cumsum`` is one sequential add chain; for 256 bins a blocked version
@@ -109,18 +109,26 @@ def _cumsum_bins(hist):
     """
     n_bins = hist.shape[-1]
     if n_bins % _BLOCK or n_bins < 4 * _BLOCK:
-        return np.cumsum(hist, axis=-1)
+        return np.cumsum(hist, axis=-1, out=out)
     rows = hist.size // n_bins
-    cs = hist.reshape(rows, n_bins // _BLOCK, _BLOCK) @ _TRIU
+    if out is None:
+        out = np.empty(hist.shape)
+    cs = out.reshape(rows, n_bins // _BLOCK, _BLOCK)
+    np.matmul(hist.reshape(rows, n_bins // _BLOCK, _BLOCK), _TRIU, out=cs)
     block_sums = cs[:, :, -1]
     offsets = np.cumsum(block_sums, axis=1)
     offsets -= block_sums
     cs += offsets[:, :, None]
-    return cs.reshape(hist.shape)
+    return out
 
 
-def _best_splits(hist, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian=True):
-    """Best split of each of ``k`` nodes from their stacked (k, 3, F, n_bins) histograms.
+def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian=True):
+    """Best split of each of ``k`` nodes from their stacked (k, 3, F, n_bins) cumulative histograms.
+
+    ``cum[..., b]`` holds the sums of g, h and counts over bins ``<= b`` (the last
+    bin is the missing-value bin).  Cumulative sums are linear, so a sibling's
+    ``cum`` is ``parent - child`` like its histogram, and only the histogrammed
+    (smaller) child needs a cumulative sum.
 
     Returns a list of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or
     None per node.  Left child = non-missing bins <= b (plus the missing bin if
@@ -130,16 +138,17 @@ def _best_splits(hist, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessia
     ``check_hessian=False`` skips the ``min_hessian_to_split`` test when the caller
     knows every child with ``min_samples_leaf`` rows passes it.
     """
-    k = hist.shape[0]
-    cs = _cumsum_bins(hist)[..., :-1]
-    cm = hist[:, 2, :, -1]  # (k, F) missing counts
+    k = cum.shape[0]
+    cs = cum[..., :-1]
+    missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
+    cm = missing[:, 2]  # (k, F) missing counts
     has_missing = cm.any(axis=1)
     Gk, Hk, Ck = G[:, None, None], H[:, None, None], C[:, None, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         parent = np.where(H + l2 > 0, G * G / (H + l2), 0.0)
     cands = [cs]
     if has_missing.any():
-        cands.append(cs + hist[..., -1:])
+        cands.append(cs + missing[..., None])
     best = [None] * k
     with np.errstate(divide="ignore", invalid="ignore"):
         for direction, c in enumerate(cands):
@@ -224,7 +233,7 @@ def _best_categorical_split(hist, G, H, C, features, missing_bin, l2, min_sample
 
 
 class _Node:
-    __slots__ = ("id", "idx", "hist", "G", "H", "C", "depth", "split")
+    __slots__ = ("id", "idx", "hist", "G", "H", "C", "depth", "split")  # hist: cumulative over bins
 
     def __init__(self, id_, idx, G, H, C, depth):
         self.id = id_
@@ -278,14 +287,15 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
     h_floor = 1.0 if constant_hessian else (float(h.min()) if n else 0.0)
     check_hessian = not min_samples_leaf * h_floor >= 2 * _MIN_HESSIAN
 
-    def consider(nodes_):
-        hist = nodes_[0].hist[None] if len(nodes_) == 1 else np.stack([nd.hist for nd in nodes_])
-        splits = _best_splits(hist, np.array([nd.G for nd in nodes_]), np.array([nd.H for nd in nodes_]),
+    def consider(nodes_, cum):
+        """Score ``nodes_`` whose cumulative histograms are stacked in ``cum``."""
+        splits = _best_splits(cum, np.array([nd.G for nd in nodes_]), np.array([nd.H for nd in nodes_]),
                               np.array([nd.C for nd in nodes_], dtype=np.float64), invalid_bins, l2,
                               min_samples_leaf, check_hessian)
         for node, split in zip(nodes_, splits, strict=True):
             if len(categorical):
-                split = _best_categorical_split(node.hist, node.G, node.H, node.C, categorical, missing_bin,
+                hist = np.diff(node.hist, axis=-1, prepend=0.0)
+                split = _best_categorical_split(hist, node.G, node.H, node.C, categorical, missing_bin,
                                                 l2, min_samples_leaf, split)
             node.split = split
             if split is not None:
@@ -295,8 +305,8 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
 
     if max_leaf_nodes is None or max_leaf_nodes > 1:
         if splittable(root):
-            root.hist = hist_builder(None)
-            consider([root])
+            root.hist = _cumsum_bins(hist_builder(None))
+            consider([root], root.hist[None])
     n_leaves = 1
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
@@ -333,17 +343,20 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
         node.hist = node.idx = node.split = None
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
-        need_l, need_r = splittable(lnode), splittable(rnode)
-        if need_l or need_r:
+        if splittable(lnode) or splittable(rnode):
             small, large = (lnode, rnode) if lnode.C <= rnode.C else (rnode, lnode)
-            small.hist = hist_builder(small.idx)
-            parent_hist -= small.hist
-            large.hist = parent_hist
-            if not need_l:
-                lnode.hist = None
-            if not need_r:
-                rnode.hist = None
-            consider([nd for nd, need in ((lnode, need_l), (rnode, need_r)) if need])
+            # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
+            pair = np.empty((2,) + parent_hist.shape)
+            _cumsum_bins(hist_builder(small.idx), out=pair[0])
+            np.subtract(parent_hist, pair[0], out=pair[1])
+            todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
+            if len(todo) == 2:
+                small.hist, large.hist = pair[0], pair[1]
+                consider([small, large], pair)
+            else:
+                nd = (small, large)[todo[0]]
+                nd.hist = pair[todo[0]]
+                consider([nd], pair[todo[0] : todo[0] + 1])
     nodes = {
         "feature": feature,
         "bin": bins,
