@@ -419,6 +419,11 @@ class TreeEnsemble:
         )
         self._n += k
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_bm", None)  # prediction tables: rebuilt on demand, not persisted
+        return state
+
     def set_leaf_value(self, tree: int, node: int, value: float) -> None:
         self._parts[tree][6][node] = value
 
@@ -475,7 +480,121 @@ class TreeEnsemble:
             return out
         if n * self.n_trees <= 20_000 and not binned:
             return self._predict_levels(X, out)
+        if not binned and self._bitmask_tables() is not None:
+            return self._predict_bitmask(X, out)
         return self._predict_partition(X, out, binned)
+
+    # -- batch prediction with leaf bitmasks (QuickScorer) -------------------------
+    def _bitmask_tables(self):
+        """Lazily built tables for ``_predict_bitmask`` (None when a tree has > 64 leaves).
+
+        Leaves of tree ``t`` are numbered left to right.  An internal node's mask
+        has the bits of its left subtree's leaves cleared: if a row goes right
+        there, none of those leaves can be its exit leaf.  The exit leaf is the
+        lowest bit left after AND-ing the masks of all nodes where the row goes
+        right (Lucchese et al. 2015, "QuickScorer").  Whether a row goes right
+        depends only on its code for the node's feature (the rank of ``x`` among
+        the feature's distinct thresholds; NaN has its own code; categorical
+        features use the category bin), so per feature one table
+        ``mask[code, tree]`` holds the AND over all of the tree's nodes on that
+        feature, and a row's masks for all trees are one row gather per feature.
+        """
+        if getattr(self, "_bm", False) is not False:
+            return self._bm
+        self._bm = None
+        internal = self.is_internal
+        n_leaves = [int((~internal[a:b]).sum()) for a, b in self.tree_slices]
+        if not n_leaves or max(n_leaves) > 64:
+            return None
+        dt = np.uint32 if max(n_leaves) <= 32 else np.uint64
+        ones = np.iinfo(dt).max
+        T = self.n_trees
+        n_features = int(self.feature[internal].max()) + 1 if internal.any() else 0
+        is_cat = np.zeros(n_features, dtype=bool)
+        is_cat[self.feature[internal & (self.cat_index >= 0)]] = True
+        uth = []
+        for f in range(n_features):
+            if is_cat[f]:
+                uth.append(None)
+            else:
+                uth.append(np.unique(self.threshold[internal & (self.feature == f)]))
+        sizes = [self.missing_bin + 1 if c else len(u) + 2 for c, u in zip(is_cat, uth, strict=True)]
+        tables = [np.full((k, T), ones, dtype=dt) for k in sizes]
+        leaf_value = np.zeros((T, max(n_leaves)))
+        for t, (a, _) in enumerate(self.tree_slices):
+            # iterative in-order walk: leaves numbered left to right, [lo, hi) leaf range of each left subtree
+            pos = 0
+            stack = [(a, False)]
+            spans = []
+            start = {}
+            while stack:
+                node, done = stack.pop()
+                if not internal[node]:
+                    leaf_value[t, pos] = self.value[node]
+                    pos += 1
+                elif not done:
+                    start[node] = pos
+                    stack.append((int(self.right[node]), False))
+                    stack.append((node, True))
+                    stack.append((int(self.left[node]), False))
+                else:
+                    spans.append((node, start[node], pos))
+            for node, lo, hi in spans:
+                bv = dt(ones ^ (((1 << hi) - 1) ^ ((1 << lo) - 1)))
+                f = self.feature[node]
+                table = tables[f]
+                if self.cat_index[node] >= 0:
+                    table[~self.cat_table[self.cat_index[node]], t] &= bv
+                    continue
+                u = uth[f]
+                j = int(np.searchsorted(u, self.threshold[node]))
+                table[j + 1 : len(u) + 1, t] &= bv  # codes above the threshold's rank go right
+                if not self.missing_left[node]:
+                    table[len(u) + 1, t] &= bv  # NaN
+        onehot = np.zeros((T, self.n_outputs))
+        onehot[np.arange(T), self.tree_output] = 1.0
+        used = [f for f in range(n_features) if (tables[f] != ones).any()]
+        self._bm = (dt, uth, is_cat, tables, used, leaf_value, onehot)
+        return self._bm
+
+    def _predict_bitmask(self, X, out):
+        """Add every tree's output to ``out`` using the leaf-bitmask tables (rows in chunks)."""
+        dt, uth, is_cat, tables, used, leaf_value, onehot = self._bm
+        n = X.shape[0]
+        T = self.n_trees
+        width = leaf_value.shape[1]
+        flat_value = leaf_value.ravel()
+        base = np.arange(T, dtype=np.intp) * width
+        codes = {}
+        for f in used:
+            col = np.ascontiguousarray(X[:, f])
+            if is_cat[f]:
+                codes[f] = _category_codes(col, self.missing_bin)
+            else:
+                c = np.searchsorted(uth[f], col, side="left")
+                c[np.isnan(col)] = len(uth[f]) + 1
+                codes[f] = c
+        chunk = max(64, (1 << 18) // max(T, 1))
+        one = dt(1)
+        for s in range(0, n, chunk):
+            e = min(n, s + chunk)
+            if used:
+                mask = tables[used[0]][codes[used[0]][s:e]]
+                for f in used[1:]:
+                    mask &= tables[f][codes[f][s:e]]
+            else:
+                mask = np.full((e - s, T), 1, dtype=dt)
+            mask &= ~mask + one  # lowest set bit = the exit leaf
+            leaf = np.frexp(mask)[1]
+            leaf -= 1
+            leaf = leaf.astype(np.intp)
+            leaf += base
+            vals = flat_value.take(leaf)
+            if self.n_outputs == 1:
+                out[s:e, 0] += vals.sum(axis=1)
+            else:
+                out[s:e] += vals @ onehot
+        return out
 
     def _predict_levels(self, X, out):
         """Descend all trees at once, one level per step (cheap for few rows)."""
