@@ -105,10 +105,10 @@ class HistGradientBoostingMixin:
         raw = np.tile(baseline, (n_tr, 1))
         raw_va = np.tile(baseline, (len(y_va), 1)) if early else None
         constant_hessian = loss.constant_hessian and w_tr is None
-        g = np.empty((K, n_tr))
-        h = np.empty((K, n_tr))
         ensemble = TreeEnsemble(K, missing_bin)
-        hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian)
+        hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K)
+        del XbT  # the builder's int32 codes replace it
+        g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
         is_abs = isinstance(loss, AbsoluteError)
         grow_kw = dict(
             constant_hessian=constant_hessian,
@@ -137,8 +137,8 @@ class HistGradientBoostingMixin:
             else:
                 loss.grad_hess(y_tr, raw, w_tr, g, h)
             for k in range(K):
-                hist_builder.set_gradients(g[k], h[k])
-                nodes, leaves = grow_tree(XbT, hist_builder, g[k], h[k], **grow_kw)
+                hist_builder.use_output(k)
+                nodes, leaves = grow_tree(hist_builder, g[k], h[k], **grow_kw)
                 col = raw[:, k]
                 if is_abs:
                     # absolute error: the Newton leaf value is only a direction;

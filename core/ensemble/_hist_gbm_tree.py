@@ -25,7 +25,7 @@ import numpy as np
 __all__ = ["grow_tree", "TreeEnsemble", "HistogramBuilder"]
 
 _MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
-_CHUNK = 8192  # rows per sparse-product call (bounds the shared ones/indptr buffers)
+_CHUNK = 4096  # rows per sparse-product call (bounds the shared ones/indptr buffers and gathers)
 
 try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallback below
     from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
@@ -48,7 +48,7 @@ class HistogramBuilder:
     the count histogram.
     """
 
-    def __init__(self, XbT, n_bins, constant_hessian):
+    def __init__(self, XbT, n_bins, constant_hessian, n_outputs=1):
         n_features, n = XbT.shape
         self.n_features = n_features
         self.n_bins = n_bins
@@ -57,27 +57,31 @@ class HistogramBuilder:
         self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
         self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
         self.q = 2 if constant_hessian else 3
-        self.W = np.empty((n, self.q))
-        self.W[:, -1] = 1.0
+        # per output: rows [g, h, 1] (or [g, 1]); ``g``/``h`` are views the loss writes into
+        self._W = np.empty((n_outputs, n, self.q))
+        self._W[:, :, -1] = 1.0
+        self.g = self._W[:, :, 0]
+        # constant hessian: ``h`` aliases the ones column (those losses write h = 1 there)
+        self.h = self._W[:, :, 1]
+        self.W = self._W[0]
         chunk = min(n, _CHUNK)
         self._ones = np.ones(chunk * n_features)
         self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
         self._chunk = max(chunk, 1)
 
-    def set_gradients(self, g, h):
-        self.W[:, 0] = g
-        if not self.constant_hessian:
-            self.W[:, 1] = h
+    def use_output(self, k):
+        """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
+        self.W = self._W[k]
 
     def __call__(self, idx):
         """(3, F, n_bins) float array: sums of g, h and counts (``idx`` None = all rows)."""
-        if idx is None:
-            codes, W = self.codes, self.W
-        else:
-            codes, W = self.codes.take(idx, axis=0), self.W.take(idx, axis=0)
-        m, q, F = len(codes), self.q, self.n_features
+        codes, W = self.codes, self.W
+        m = len(codes) if idx is None else len(idx)
+        q, F = self.q, self.n_features
         Y = np.zeros((self.n_cols, q))
         if _csc_matvecs is None:  # pragma: no cover - private SciPy kernel unavailable
+            if idx is not None:
+                codes, W = codes.take(idx, axis=0), W.take(idx, axis=0)
             for f in range(F):
                 c = codes[:, f]
                 for j in range(q):
@@ -87,8 +91,13 @@ class HistogramBuilder:
             for s in range(0, m, self._chunk):
                 e = min(m, s + self._chunk)
                 k = e - s
-                _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], codes[s:e].reshape(-1),
-                             self._ones[: k * F], W[s:e].reshape(-1), Yv)
+                if idx is None:
+                    c, w = codes[s:e], W[s:e]
+                else:  # gather chunk by chunk: small temporaries
+                    rows = idx[s:e]
+                    c, w = codes.take(rows, axis=0), W.take(rows, axis=0)
+                _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
+                             self._ones[: k * F], w.reshape(-1), Yv)
         hist = np.empty((3, F, self.n_bins))
         Yt = Y.reshape(F, self.n_bins, q)
         hist[0] = Yt[:, :, 0]
@@ -246,7 +255,7 @@ class _Node:
         self.split = None
 
 
-def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, learning_rate, l2,
+def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, learning_rate, l2,
               max_leaf_nodes, max_depth, min_samples_leaf, categorical=(), G=None, H=None):
     """Grow one tree leaf-wise (best-gain leaf first).
 
@@ -254,7 +263,9 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
     missing_left, left, right, value), ``leaves`` a list of ``(node_id, idx)``
     where ``idx`` is the array of training rows in that leaf (None = all rows).
     """
-    n = XbT.shape[1]
+    codes = hist_builder.codes  # (n, F) int32: f * n_bins + bin
+    n = codes.shape[0]
+    n_bins = missing_bin + 1
     feature, bins, miss_left, left, right, value = [], [], [], [], [], []
     cats: dict[int, np.ndarray] = {}  # node id -> bins going left (categorical splits)
 
@@ -311,13 +322,14 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
         _, f, b, mleft, GL, HL, CL, cat_set = node.split
-        col = XbT[f] if node.idx is None else XbT[f].take(node.idx)
+        col = codes[:, f] if node.idx is None else codes[:, f].take(node.idx)
+        offset = f * n_bins
         if cat_set is not None:
-            go_left = cat_set[col]
+            go_left = cat_set[col - offset]
         else:
-            go_left = col <= b
+            go_left = col <= b + offset
             if mleft:
-                go_left |= col == missing_bin
+                go_left |= col == missing_bin + offset
         if node.idx is None:
             idx_l = np.flatnonzero(go_left)
             idx_r = np.flatnonzero(~go_left)
@@ -357,6 +369,10 @@ def grow_tree(XbT, hist_builder, g, h, *, constant_hessian, valid_bins, missing_
                 nd = (small, large)[todo[0]]
                 nd.hist = pair[todo[0]]
                 consider([nd], pair[todo[0] : todo[0] + 1])
+            # own copies for pending leaves, so that a split leaf's half of ``pair`` is freed
+            for nd in (small, large):
+                if nd.hist is not None:
+                    nd.hist = nd.hist.copy()
     nodes = {
         "feature": feature,
         "bin": bins,
