@@ -107,7 +107,6 @@ class HistGradientBoostingMixin:
         constant_hessian = loss.constant_hessian and w_tr is None
         ensemble = TreeEnsemble(K, missing_bin)
         hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K)
-        del XbT  # the builder's int32 codes replace it
         g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
         is_abs = isinstance(loss, AbsoluteError)
         grow_kw = dict(

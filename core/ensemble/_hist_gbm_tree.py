@@ -54,6 +54,7 @@ class HistogramBuilder:
         self.n_bins = n_bins
         self.n_cols = n_features * n_bins
         self.constant_hessian = constant_hessian
+        self.XbT = XbT
         self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
         self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
         self.q = 2 if constant_hessian else 3
@@ -74,7 +75,7 @@ class HistogramBuilder:
         self.W = self._W[k]
 
     def __call__(self, idx):
-        """(3, F, n_bins) float array: sums of g, h and counts (``idx`` None = all rows)."""
+        """(3, F, n_bins) float array (a view): sums of g, h and counts (``idx`` None = all rows)."""
         codes, W = self.codes, self.W
         m = len(codes) if idx is None else len(idx)
         q, F = self.q, self.n_features
@@ -98,12 +99,10 @@ class HistogramBuilder:
                     c, w = codes.take(rows, axis=0), W.take(rows, axis=0)
                 _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
                              self._ones[: k * F], w.reshape(-1), Yv)
-        hist = np.empty((3, F, self.n_bins))
         Yt = Y.reshape(F, self.n_bins, q)
-        hist[0] = Yt[:, :, 0]
-        hist[2] = Yt[:, :, q - 1]
-        hist[1] = Yt[:, :, 1]
-        return hist
+        if q == 2:
+            Yt = Yt[:, :, [0, 1, 1]]  # hessian histogram = count histogram
+        return Yt.transpose(2, 0, 1)  # (3, F, n_bins) view
 
 
 _BLOCK = 16
@@ -149,14 +148,15 @@ def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian
     """
     k = cum.shape[0]
     cs = cum[..., :-1]
-    missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
-    cm = missing[:, 2]  # (k, F) missing counts
-    has_missing = cm.any(axis=1)
-    Gk, Hk, Ck = G[:, None, None], H[:, None, None], C[:, None, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        parent = np.where(H + l2 > 0, G * G / (H + l2), 0.0)
+    cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]  # (k, F) missing counts
+    ghc = np.array([G, H, C], dtype=np.float64)[:, :, None, None]
+    Gk, Hk, Ck = ghc[0], ghc[1], ghc[2]
+    parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
     cands = [cs]
-    if has_missing.any():
+    has_missing = [True] * k
+    if cm.any():
+        has_missing = cm.any(axis=1)
+        missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
         cands.append(cs + missing[..., None])
     best = [None] * k
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -263,9 +263,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     missing_left, left, right, value), ``leaves`` a list of ``(node_id, idx)``
     where ``idx`` is the array of training rows in that leaf (None = all rows).
     """
-    codes = hist_builder.codes  # (n, F) int32: f * n_bins + bin
-    n = codes.shape[0]
-    n_bins = missing_bin + 1
+    XbT = hist_builder.XbT  # (F, n) uint8 bins, for partitioning
+    n = XbT.shape[1]
     feature, bins, miss_left, left, right, value = [], [], [], [], [], []
     cats: dict[int, np.ndarray] = {}  # node id -> bins going left (categorical splits)
 
@@ -300,8 +299,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
 
     def consider(nodes_, cum):
         """Score ``nodes_`` whose cumulative histograms are stacked in ``cum``."""
-        splits = _best_splits(cum, np.array([nd.G for nd in nodes_]), np.array([nd.H for nd in nodes_]),
-                              np.array([nd.C for nd in nodes_], dtype=np.float64), invalid_bins, l2,
+        splits = _best_splits(cum, [nd.G for nd in nodes_], [nd.H for nd in nodes_],
+                              [nd.C for nd in nodes_], invalid_bins, l2,
                               min_samples_leaf, check_hessian)
         for node, split in zip(nodes_, splits, strict=True):
             if len(categorical):
@@ -322,14 +321,13 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
         _, f, b, mleft, GL, HL, CL, cat_set = node.split
-        col = codes[:, f] if node.idx is None else codes[:, f].take(node.idx)
-        offset = f * n_bins
+        col = XbT[f] if node.idx is None else XbT[f].take(node.idx)
         if cat_set is not None:
-            go_left = cat_set[col - offset]
+            go_left = cat_set[col]
         else:
-            go_left = col <= b + offset
+            go_left = col <= b
             if mleft:
-                go_left |= col == missing_bin + offset
+                go_left |= col == missing_bin
         if node.idx is None:
             idx_l = np.flatnonzero(go_left)
             idx_r = np.flatnonzero(~go_left)
@@ -352,6 +350,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         leaves[rnode.id] = rnode
         n_leaves += 1
         parent_hist = node.hist
+        if parent_hist is None:  # never happens (see the pruning below); kept as a safe fallback
+            parent_hist = _cumsum_bins(hist_builder(node.idx))
         node.hist = node.idx = node.split = None
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
@@ -369,6 +369,11 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
                 nd = (small, large)[todo[0]]
                 nd.hist = pair[todo[0]]
                 consider([nd], pair[todo[0] : todo[0] + 1])
+            if max_leaf_nodes is not None and len(heap) > max_leaf_nodes - n_leaves:
+                # pops follow the heap order, so a pending leaf ranked below the number of splits
+                # left is never split: drop its histogram (bounds the memory held by histograms)
+                for _, _, nd in sorted(heap)[max_leaf_nodes - n_leaves :]:
+                    nd.hist = None
             # own copies for pending leaves, so that a split leaf's half of ``pair`` is freed
             for nd in (small, large):
                 if nd.hist is not None:
