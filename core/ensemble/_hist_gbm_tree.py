@@ -10,10 +10,12 @@ into ``L``/``R`` are (Chen & Guestrin 2016; scikit-learn's HistGradientBoosting)
 
 (the factor 1/2 of the loss reduction is dropped, as in scikit-learn; it does
 not change the argmax).  Histograms of ``g``, ``h`` and counts per (feature, bin)
-are built with ``np.bincount``; only the smaller child's histogram is built, the
-sibling's is ``parent - child`` (histogram subtraction).  Split candidates of
-all features and bins are scored at once from cumulative sums, once with the
-missing-value bin sent right and once sent left; the better direction is kept.
+are one sparse product per node (``HistogramBuilder``); only the smaller child's
+histogram is built, and nodes keep cumulative histograms, so the sibling's is
+``parent - child``.  Split candidates of all features and bins of both children
+are scored at once, once with the missing-value bin sent right and once sent
+left; the better direction is kept.  Batch prediction uses leaf bitmasks over
+all trees (``TreeEnsemble._bitmask_tables``).
 """
 
 from __future__ import annotations
