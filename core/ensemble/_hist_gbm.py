@@ -19,7 +19,7 @@ from ..random import check_random_state
 from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
 from ._binning import BinMapper
 from ._hist_gbm_loss import AbsoluteError, weighted_median
-from ._hist_gbm_tree import TreeEnsemble, grow_tree, predict_nodes_binned
+from ._hist_gbm_tree import HistogramBuilder, TreeEnsemble, grow_tree, predict_nodes_binned
 
 __all__ = ["HistGradientBoostingMixin", "COMMON_PARAMS"]
 
@@ -105,9 +105,9 @@ class HistGradientBoostingMixin:
         raw = np.tile(baseline, (n_tr, 1))
         raw_va = np.tile(baseline, (len(y_va), 1)) if early else None
         constant_hessian = loss.constant_hessian and w_tr is None
-        g = np.empty((K, n_tr))
-        h = np.empty((K, n_tr))
         ensemble = TreeEnsemble(K, missing_bin)
+        hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K)
+        g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
         is_abs = isinstance(loss, AbsoluteError)
         grow_kw = dict(
             constant_hessian=constant_hessian,
@@ -136,7 +136,8 @@ class HistGradientBoostingMixin:
             else:
                 loss.grad_hess(y_tr, raw, w_tr, g, h)
             for k in range(K):
-                nodes, leaves = grow_tree(XbT, g[k], h[k], **grow_kw)
+                hist_builder.use_output(k)
+                nodes, leaves = grow_tree(hist_builder, g[k], h[k], **grow_kw)
                 col = raw[:, k]
                 if is_abs:
                     # absolute error: the Newton leaf value is only a direction;

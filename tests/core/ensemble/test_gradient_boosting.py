@@ -208,6 +208,43 @@ def test_single_row_equals_batch_prediction():
     np.testing.assert_allclose(out[:, 0] + est._baseline[0], est.decision_function(X), rtol=1e-12)
 
 
+@pytest.mark.parametrize("max_leaf_nodes", [31, 60, None])
+def test_batch_prediction_routes_agree(max_leaf_nodes):
+    """Leaf-bitmask (QuickScorer) batch route == index partition == level-wise descent, with NaN,
+    +-inf, categorical features and unseen/negative category codes; uint32 (<= 32 leaves),
+    uint64 (<= 64) and unlimited leaves (no bitmask tables)."""
+    rng = np.random.default_rng(1)
+    n = 1500
+    X = rng.normal(size=(n, 5))
+    X[:, 2] = rng.integers(0, 7, n)
+    y = (X[:, 0] + (X[:, 2] % 3 == 1) + 0.5 * rng.normal(size=n) > 0.5).astype(int) + (X[:, 1] > 1)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Xt = rng.normal(size=(3000, 5))
+    Xt[:, 2] = rng.integers(-1, 10, 3000)
+    Xt[rng.random(Xt.shape) < 0.1] = np.nan
+    Xt[:5, 0], Xt[5:10, 0] = np.inf, -np.inf
+    est = GradientBoostingClassifier(max_iter=10, early_stopping=False, max_leaf_nodes=max_leaf_nodes,
+                                     min_samples_leaf=3, random_state=0)
+    est.fit(X, y, categorical_features=[2])
+    ens = est._ensemble
+    tables = ens._bitmask_tables()
+    assert (tables is None) == (max_leaf_nodes is None)
+    if tables is not None:
+        assert tables[0] == (np.uint32 if max_leaf_nodes <= 32 else np.uint64)
+    outs = []
+    for route in ("_predict_bitmask", "_predict_partition", "_predict_levels"):
+        if route == "_predict_bitmask" and tables is None:
+            continue
+        out = np.zeros((len(Xt), 3))
+        if route == "_predict_partition":
+            ens._predict_partition(Xt, out, False)
+        else:
+            getattr(ens, route)(Xt, out)
+        outs.append(out)
+    for out in outs[1:]:
+        np.testing.assert_allclose(out, outs[0], rtol=1e-12, atol=1e-12)
+
+
 # -- missing values ----------------------------------------------------------------------
 def test_missing_direction_is_learned():
     rng = np.random.default_rng(0)
