@@ -82,7 +82,7 @@ class HistogramBuilder:
         m = len(codes) if idx is None else len(idx)
         q, F = self.q, self.n_features
         Y = np.zeros((self.n_cols, q))
-        if _csc_matvecs is None:  # pragma: no cover - private SciPy kernel unavailable
+        if _csc_matvecs is None:  # private SciPy kernel unavailable (tested by monkeypatching)
             if idx is not None:
                 codes, W = codes.take(idx, axis=0), W.take(idx, axis=0)
             for f in range(F):

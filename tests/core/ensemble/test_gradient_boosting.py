@@ -399,3 +399,19 @@ def test_quantile_edges_match_numpy_percentile():
         for data in (rng.normal(size=n), rng.integers(0, 500, n).astype(float)):
             ref = np.percentile(data, np.linspace(0, 100, 256)[1:-1], method="averaged_inverted_cdf")
             np.testing.assert_array_equal(_quantiles_sorted(np.sort(data), 255), ref)
+
+
+def test_histograms_without_scipys_private_kernel_give_the_same_model(monkeypatch):
+    """The np.bincount fallback (used when scipy.sparse._sparsetools.csc_matvecs is unavailable)."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+    from core import registry
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 5))
+    X[::11, 2] = np.nan
+    y = (X[:, 0] + np.nan_to_num(X[:, 2]) > 0).astype(int)
+    cls = registry.get("gradient_boosting_classifier")
+    fast = cls(max_iter=15, random_state=0, early_stopping=False).fit(X, y)
+    monkeypatch.setattr(tree_mod, "_csc_matvecs", None)
+    slow = cls(max_iter=15, random_state=0, early_stopping=False).fit(X, y)
+    np.testing.assert_allclose(slow.predict_proba(X), fast.predict_proba(X), rtol=1e-9, atol=1e-12)
