@@ -14,15 +14,21 @@ FROM ${BASE_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python3 -m venv /opt/orchard
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# Dependencies first, from pyproject.toml alone, so that this layer is reused while only the code changes.
+# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. The test suites of the
+# scientific packages are left out; byte code stays compiled (faster start-up).
+COPY pyproject.toml ./
+RUN python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']))" \
+      > requirements.txt \
+ && /opt/orchard/bin/pip install --prefer-binary -r requirements.txt \
+ && SP="$(/opt/orchard/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && find "$SP/numpy" "$SP/scipy" -depth -type d -name tests -exec rm -rf {} +
+COPY README.md ./
 COPY core ./core
 COPY service ./service
-# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. The test suites of the
-# scientific packages and pip itself are left out; byte code stays compiled (faster start-up).
-RUN /opt/orchard/bin/pip install --prefer-binary ".[redis,postgres]" \
- && SP="$(/opt/orchard/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
- && find "$SP/numpy" "$SP/scipy" -depth -type d -name tests -exec rm -rf {} + \
- && /opt/orchard/bin/pip uninstall -q -y pip
+RUN /opt/orchard/bin/pip install --no-deps . \
+ && /opt/orchard/bin/pip uninstall -q -y pip setuptools
 
 FROM ${BASE_IMAGE}
 # A fixed unprivileged user (written directly: minimal bases may lack useradd).
