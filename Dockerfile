@@ -11,23 +11,38 @@
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
-RUN python3 -m venv /opt/orchard
+# pip keeps no cache in the image; a build may mount a cache directory and name it (CI does):
+#   --build-arg PIP_CACHE_MOUNT=/pip-cache -v /some/host/dir:/pip-cache
+ARG PIP_CACHE_MOUNT=""
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/orchard \
+ && if ! command -v strip >/dev/null && command -v apt-get >/dev/null; then \
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends binutils >/dev/null \
+      && rm -rf /var/lib/apt/lists/*; fi
 WORKDIR /src
 # Dependencies first, from pyproject.toml alone, so that this layer is reused while only the code changes.
-# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. The test suites of the
-# scientific packages are left out; byte code stays compiled (faster start-up).
+# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. Left out: the test suites
+# of the scientific packages, C/Cython sources and headers, debugging symbols of extension modules (not of
+# the vendored *.libs, which strip would break); byte code stays compiled (faster start-up).
 COPY pyproject.toml ./
 RUN python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']))" \
       > requirements.txt \
- && /opt/orchard/bin/pip install --prefer-binary -r requirements.txt \
+ && PIP_CACHE="$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
+ && /opt/orchard/bin/pip install $PIP_CACHE --prefer-binary -r requirements.txt \
  && SP="$(/opt/orchard/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
- && find "$SP/numpy" "$SP/scipy" -depth -type d -name tests -exec rm -rf {} +
+ && find "$SP/numpy" "$SP/scipy" -depth -type d -name tests -exec rm -rf {} + \
+ && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \) -delete \
+ && if command -v strip >/dev/null; then \
+      find "$SP" -name "*.so*" -type f -not -path "*.libs/*" -exec strip --strip-unneeded {} +; fi \
+ && /opt/orchard/bin/python -c "import numpy, scipy.linalg, scipy.optimize, scipy.special, scipy.stats, uvloop, \
+httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg; numpy.linalg.inv(numpy.eye(3)); \
+scipy.linalg.cho_factor(numpy.eye(3)); assert psycopg.pq.__impl__ == 'binary', psycopg.pq.__impl__"
 COPY README.md ./
 COPY core ./core
 COPY service ./service
-RUN /opt/orchard/bin/pip install --no-deps . \
+RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
+      --no-deps . \
  && /opt/orchard/bin/pip uninstall -q -y pip setuptools
 
 FROM ${BASE_IMAGE}

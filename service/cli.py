@@ -29,10 +29,27 @@ def cmd_serve(args) -> int:
     app = create_app(settings)
     import uvicorn
 
+    _flush_logs_on_signals()
     # uvicorn logs through the root logger (JSON lines); the access log is Orchard's own (with request ids)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
                 log_config=None, access_log=False)
     return 0
+
+
+def _flush_logs_on_signals() -> None:
+    """uvicorn shuts down on SIGTERM/SIGINT, restores the handlers it found and raises the signal again: these
+    handlers write out the buffered log lines (the shutdown messages) before the default action ends the process."""
+    import signal
+
+    from .observability import flush_logs
+
+    def handler(signum, frame):
+        flush_logs()
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 def cmd_worker(args) -> int:

@@ -82,15 +82,20 @@ class JsonFormatter(logging.Formatter):
 
 
 class BufferedStreamHandler(logging.Handler):
-    """Writes formatted lines into a 64 KiB buffer of the stream's file descriptor, flushed every
-    ``interval`` seconds by a daemon thread (and at once for warnings and errors), instead of one write
-    system call per line. Every line is one ``write`` into the buffer, so lines never interleave within this
-    process. ``write_line`` lets the access log skip the LogRecord machinery (see Observability)."""
+    """Collects formatted lines in memory and writes them to a file descriptor in one ``os.write`` every
+    ``interval`` seconds (from a daemon thread), when 64 KiB are pending, and at once for warnings and errors,
+    instead of one write system call per line. ``os.write`` on the descriptor keeps the offset it shares with
+    the other processes writing to the same stderr (worker processes), so their lines never overlap.
+    ``write_line`` lets the access log skip the LogRecord machinery (see Observability)."""
+
+    LIMIT = 1 << 16
 
     def __init__(self, fd: int, interval: float = 0.5):
         super().__init__()
-        self.out = open(fd, "wb", buffering=1 << 16, closefd=False)  # noqa: SIM115 - lives as long as the process
+        self.fd = fd
         self.interval = interval
+        self._buf: list[bytes] = []
+        self._size = 0
         self._stop = threading.Event()
         threading.Thread(target=self._flusher, name="orchard-log-flush", daemon=True).start()
         atexit.register(self.flush)
@@ -100,19 +105,31 @@ class BufferedStreamHandler(logging.Handler):
             self.flush()
 
     def flush(self):
-        try:
-            self.out.flush()
-        except (OSError, ValueError):
-            pass
+        with self.lock:
+            if not self._buf:
+                return
+            data = b"".join(self._buf)
+            self._buf, self._size = [], 0
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(self.fd, view):]
+            except OSError:
+                pass
 
     def write_line(self, line: bytes) -> None:
-        self.out.write(line + b"\n")
+        with self.lock:
+            self._buf.append(line + b"\n")
+            self._size += len(line) + 1
+            if self._size < self.LIMIT:
+                return
+        self.flush()
 
     def emit(self, record):
         try:
-            self.out.write(self.format(record).encode("utf-8", "replace") + b"\n")
+            self.write_line(self.format(record).encode("utf-8", "replace"))
             if record.levelno >= logging.WARNING:
-                self.out.flush()
+                self.flush()
         except RecursionError:
             raise
         except Exception:  # noqa: BLE001 - logging must never raise into the caller
@@ -122,6 +139,15 @@ class BufferedStreamHandler(logging.Handler):
         self._stop.set()
         self.flush()
         super().close()
+
+
+def flush_logs() -> None:
+    """Write out buffered log lines now (shutdown, fatal signals)."""
+    for h in logging.getLogger().handlers:
+        try:
+            h.flush()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 _access_sink: tuple[BufferedStreamHandler, JsonFormatter] | None = None

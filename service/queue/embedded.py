@@ -170,3 +170,10 @@ class EmbeddedQueue:
                 p.join(timeout=2)
         if self._q is not None:
             self._q.close()
+            self._q.join_thread()
+        # drop the pool's queue, events and process objects now, so that their semaphores are released by
+        # their finalizers: uvicorn re-raises SIGTERM after shutdown, and the exit-time finalizers never run
+        self._procs, self._ready, self._q, self._adopted = [], [], None, None
+        import gc
+
+        gc.collect()
