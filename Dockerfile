@@ -23,7 +23,9 @@ WORKDIR /src
 # Dependencies first, from pyproject.toml alone, so that this layer is reused while only the code changes.
 # Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. Left out: the test suites
 # of the scientific packages, C/Cython sources and headers, debugging symbols of extension modules (not of
-# the vendored *.libs, which strip would break); byte code stays compiled (faster start-up).
+# the vendored *.libs, which strip would break). Byte code is compiled with unchecked hashes at the end: a
+# COPY may not keep file times, and time-checked .pyc files would then be stale and recompiled (unwritable
+# for the unprivileged user) at every start.
 COPY pyproject.toml ./
 RUN python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']))" \
@@ -43,7 +45,8 @@ COPY core ./core
 COPY service ./service
 RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
       --no-deps . \
- && /opt/orchard/bin/pip uninstall -q -y pip setuptools
+ && /opt/orchard/bin/pip uninstall -q -y pip setuptools \
+ && /opt/orchard/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null
 
 FROM ${BASE_IMAGE}
 # A fixed unprivileged user (written directly: minimal bases may lack useradd).
