@@ -46,7 +46,7 @@ COPY service ./service
 RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
       --no-deps . \
  && /opt/orchard/bin/pip uninstall -q -y pip setuptools \
- && /opt/orchard/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null
+ && /opt/orchard/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null
 
 FROM ${BASE_IMAGE}
 # A fixed unprivileged user (written directly: minimal bases may lack useradd).

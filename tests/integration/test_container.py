@@ -128,6 +128,17 @@ def _pip_mounts(tmp: Path) -> list[str]:
     return mounts
 
 
+def _record(timings: dict, **more) -> None:
+    """Append this run's figures (base, build, sizes, cold start, whole module) to
+    <cache>/container-timings.jsonl, read for bench/results/deployment.md."""
+    timings.update(more)
+    try:
+        with open(CACHE / "container-timings.jsonl", "a") as fh:
+            fh.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **timings}) + "\n")
+    except OSError:
+        pass
+
+
 def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -159,6 +170,7 @@ def image(tmp_path_factory):
     if missing:
         _require(f"{', '.join(missing)} not installed (apt-get install podman buildah debootstrap)")
     tmp = tmp_path_factory.mktemp("container")
+    started = time.monotonic()
     timings: dict = {}
     base = _base_image(timings)
     tag = f"localhost/orchard-test:{os.getpid()}"
@@ -171,13 +183,17 @@ def image(tmp_path_factory):
           "--build-arg", f"BASE_IMAGE={base}", "--build-arg", "PIP_CACHE_MOUNT=/pip-cache",
           "-v", f"{pip_cache}:/pip-cache", *_pip_mounts(tmp), "-t", tag, "-f", str(ROOT / "Dockerfile"),
           str(ROOT)], timeout=1500)
-    timings["build_s"] = time.monotonic() - t0
+    timings["build_s"] = round(time.monotonic() - t0, 1)
     info = json.loads(_run([*PODMAN, "image", "inspect", tag]).stdout)[0]
+    timings["image_mb"] = round(info["Size"] / 1e6)
+    base_info = json.loads(_run([*PODMAN, "image", "inspect", base]).stdout)[0]
+    timings["base_mb"] = round(base_info["Size"] / 1e6)
     try:
         yield tag, info, timings
     finally:
         subprocess.run([*PODMAN, "rmi", "-f", tag], capture_output=True)
         subprocess.run([*PODMAN, "image", "prune", "-f"], capture_output=True)  # dangling build stages
+        _record(timings, module_s=round(time.monotonic() - started, 1))
 
 
 class Container:
@@ -254,7 +270,7 @@ def test_image_configuration(image):
     assert health and "/health/live" in " ".join(health["Test"]), health
     size_mb = info["Size"] / 1e6
     print(f"\n[container] base: {timings['base']}; build {timings['build_s']:.0f} s; image {size_mb:.0f} MB "
-          "(debootstrap bookworm base with python3-pip)")
+          f"(of which the debootstrap bookworm base with python3-pip: {timings['base_mb']} MB)")
 
 
 def test_container_serves_the_walkthrough(image, tmp_path):
@@ -269,6 +285,7 @@ def test_container_serves_the_walkthrough(image, tmp_path):
         url = f"http://127.0.0.1:{port}"
         cold = _wait_ready(url, proc)
         print(f"\n[container] cold start to ready: {cold:.2f} s")
+        timings["cold_start_s"] = round(cold, 2)
         c = httpx.Client(base_url=url, timeout=30)
         assert c.get("/health/live").json() == {"status": "ok"}
         # the README walkthrough
