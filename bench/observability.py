@@ -6,7 +6,7 @@ and off (ORCHARD_METRICS=false, ORCHARD_ACCESS_LOG=false), alternating the two f
 POST /v1/models/{id}/predict throughput with wrk on loopback. Prints the ratio on/off (target >= 0.95).
 
 Usage: python bench/observability.py [--duration 10] [--connections 8] [--rounds 3]
-Needs `wrk` (Debian package).
+Needs `wrk` (Debian package). With taskset and 2+ cores the server runs on core 0 and wrk on core 1.
 """
 
 from __future__ import annotations
@@ -26,7 +26,24 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.service import free_port, wait_http, wrk  # noqa: E402
+from bench.service import free_port, wait_http  # noqa: E402
+from bench.service import wrk as _wrk  # noqa: E402
+
+
+def wrk(url: str, body: str, duration: int, connections: int) -> dict:
+    """wrk pinned to the second core (the server is pinned to the first), to keep the two apart."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        real = subprocess.run
+
+        def pinned(cmd, *a, **kw):
+            return real(["taskset", "-c", "1", *cmd] if cmd and cmd[0] == "wrk" else cmd, *a, **kw)
+
+        subprocess.run = pinned
+        try:
+            return _wrk(url, body, duration, connections)
+        finally:
+            subprocess.run = real
+    return _wrk(url, body, duration, connections)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,12 +53,19 @@ def serve(data_dir: Path, port: int, on: bool, log_path: Path) -> subprocess.Pop
     env.update(PYTHONPATH=str(ROOT), ORCHARD_SECRET_KEY="bench", ORCHARD_METRICS=str(on).lower(),
                ORCHARD_ACCESS_LOG=str(on).lower())
     log = open(log_path, "ab")
-    p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
+    pin = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+    p = subprocess.Popen([*pin, sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
                           str(data_dir), "--workers", "1"], cwd=ROOT, env=env, stdout=log, stderr=log,
                          start_new_session=True)
     log.close()
     wait_http(f"http://127.0.0.1:{port}/health/ready")
     return p
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (/proc/<pid>/stat), to compute server CPU per request."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop(p: subprocess.Popen) -> None:
@@ -83,7 +107,10 @@ def main() -> None:
                 try:
                     url = f"http://127.0.0.1:{port}/v1/models/{mid}/predict"
                     wrk(url, body, 2, args.connections)  # warm-up
-                    results[mode].append(wrk(url, body, args.duration, args.connections))
+                    cpu0 = cpu_seconds(p.pid)
+                    r = wrk(url, body, args.duration, args.connections)
+                    r["cpu_us"] = (cpu_seconds(p.pid) - cpu0) / (r["rps"] * args.duration) * 1e6
+                    results[mode].append(r)
                 finally:
                     stop(p)
         log_lines = sum(1 for _ in open(tmp / "server-on.log", "rb"))
@@ -92,17 +119,20 @@ def main() -> None:
 
     print(f"# bench/observability.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
           f"wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds")
-    print("\n| metrics + access log | requests/s (median) | per round | p50 ms | p99 ms | non-2xx |")
-    print("|---|---|---|---|---|---|")
-    med = {}
+    print("\n| metrics + access log | requests/s (median) | per round | server CPU us/request (median) | "
+          "p50 ms | p99 ms | non-2xx |")
+    print("|---|---|---|---|---|---|---|")
+    med, cpu = {}, {}
     for mode in ("on", "off"):
         rs = results[mode]
         med[mode] = statistics.median(r["rps"] for r in rs)
         per_round = ", ".join(f"{r['rps']:.0f}" for r in rs)
-        print(f"| {mode} | {med[mode]:.0f} | {per_round} | "
+        cpu[mode] = statistics.median(r["cpu_us"] for r in rs)
+        print(f"| {mode} | {med[mode]:.0f} | {per_round} | {cpu[mode]:.0f} | "
               f"{statistics.median(r['p50_ms'] for r in rs):.2f} | {statistics.median(r['p99_ms'] for r in rs):.2f} | "
               f"{sum(r['errors'] for r in rs)} |")
-    print(f"\nratio on / off: {med['on'] / med['off']:.3f} (target >= 0.95); "
+    print(f"\nthroughput ratio on / off: {med['on'] / med['off']:.3f} (target >= 0.95); server CPU per request "
+          f"off / on: {cpu['off'] / cpu['on']:.3f} (the throughput ratio a saturated dedicated core would give); "
           f"access-log lines written while on: {log_lines}")
 
 

@@ -17,19 +17,39 @@ def _settings(**overrides):
 
 
 def cmd_serve(args) -> int:
-    import uvicorn
+    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers,
+                         access_log=args.access_log)
+    from .queue.embedded import prestart
 
+    prestart(settings)  # the training workers import in parallel with the API's imports below
     from .app import create_app
     from .observability import configure_logging
 
-    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers,
-                         access_log=args.access_log)
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
+    import uvicorn
+
+    _flush_logs_on_signals()
     # uvicorn logs through the root logger (JSON lines); the access log is Orchard's own (with request ids)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
                 log_config=None, access_log=False)
     return 0
+
+
+def _flush_logs_on_signals() -> None:
+    """uvicorn shuts down on SIGTERM/SIGINT, restores the handlers it found and raises the signal again: these
+    handlers write out the buffered log lines (the shutdown messages) before the default action ends the process."""
+    import signal
+
+    from .observability import flush_logs
+
+    def handler(signum, frame):
+        flush_logs()
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 def cmd_worker(args) -> int:

@@ -14,14 +14,38 @@ import multiprocessing as mp
 import queue as queue_mod
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
-from ..settings import Settings
-from ..storage.metadata import MetadataStore
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from ..storage.metadata import MetadataStore
 
 log = logging.getLogger("orchard.queue")
+_prestarted: dict | None = None
 
 
-def _worker_main(q, settings_json: str, ready=None) -> None:
+def prestart(settings: Settings) -> None:
+    """Spawn the pool's worker processes now, before the API process's own heavy imports, so that both warm
+    up in parallel (cold start to ready). The workers wait, imports done, until ``EmbeddedQueue.start`` says
+    the stores exist; ``EmbeddedQueue`` adopts them when its settings are the same. Used by ``orchard serve``.
+    """
+    global _prestarted
+    if settings.queue_url or settings.workers <= 0 or _prestarted is not None:
+        return
+    ctx = mp.get_context("spawn")
+    payload = settings.model_dump_json()
+    q, go = ctx.Queue(), ctx.Event()
+    procs, ready = [], []
+    for _ in range(settings.workers):
+        ev = ctx.Event()
+        p = ctx.Process(target=_worker_main, args=(q, payload, ev, go), daemon=True)
+        p.start()
+        procs.append(p)
+        ready.append(ev)
+    _prestarted = {"payload": payload, "q": q, "go": go, "procs": procs, "ready": ready}
+
+
+def _worker_main(q, settings_json: str, ready=None, go=None) -> None:
     # BLAS threads: one per worker process, so N workers do not oversubscribe the cores
     import os
 
@@ -33,6 +57,11 @@ def _worker_main(q, settings_json: str, ready=None) -> None:
     from .runtime import open_stores
 
     settings = Settings.model_validate_json(settings_json)
+    from ..observability import configure_logging
+
+    configure_logging(settings.log_level, settings.log_format)  # JSON lines like the API process
+    if go is not None:  # prestarted: the API process creates the stores first
+        go.wait()
     meta, art = open_stores(settings)
     if ready is not None:
         ready.set()  # imports done: this worker starts a job in milliseconds from now on
@@ -53,9 +82,16 @@ class EmbeddedQueue:
         self.art = art
         self.n = settings.workers
         self._ctx = mp.get_context("spawn")
-        self._q = self._ctx.Queue() if self.n > 0 else None
         self._procs: list = []
         self._ready: list = []
+        self._adopted = None
+        global _prestarted
+        if self.n > 0 and _prestarted is not None and _prestarted["payload"] == settings.model_dump_json():
+            self._adopted, _prestarted = _prestarted, None
+        if self._adopted is not None:
+            self._q = self._adopted["q"]
+        else:
+            self._q = self._ctx.Queue() if self.n > 0 else None
         self._threads: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -67,10 +103,14 @@ class EmbeddedQueue:
             self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="orchard-job")
             return
         payload = self.settings.model_dump_json()
-        for _ in range(self.n):
-            proc, ev = self._spawn(payload)
-            self._procs.append(proc)
-            self._ready.append(ev)
+        if self._adopted is not None:
+            self._procs, self._ready = self._adopted["procs"], self._adopted["ready"]
+            self._adopted["go"].set()  # the stores exist now
+        else:
+            for _ in range(self.n):
+                proc, ev = self._spawn(payload)
+                self._procs.append(proc)
+                self._ready.append(ev)
         self._monitor = threading.Thread(target=self._watch, args=(payload,), daemon=True,
                                          name="orchard-pool-monitor")
         self._monitor.start()
@@ -130,3 +170,10 @@ class EmbeddedQueue:
                 p.join(timeout=2)
         if self._q is not None:
             self._q.close()
+            self._q.join_thread()
+        # drop the pool's queue, events and process objects now, so that their semaphores are released by
+        # their finalizers: uvicorn re-raises SIGTERM after shutdown, and the exit-time finalizers never run
+        self._procs, self._ready, self._q, self._adopted = [], [], None, None
+        import gc
+
+        gc.collect()

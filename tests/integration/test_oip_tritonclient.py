@@ -183,9 +183,16 @@ def test_server_log_is_json_lines_with_request_ids(served):
     server, c, models = served
     r = c.get(f"/v2/models/{models['clf']}/ready", headers={"X-Request-ID": "oip-log-check"})
     assert r.status_code == 200 and r.headers["x-request-id"] == "oip-log-check"
+    import time
+
     import orjson
 
-    lines = [ln for ln in (server.data_dir.parent / f"server-{server.port}.log").read_bytes().splitlines() if ln]
+    deadline = time.monotonic() + 10  # info lines are flushed every 0.5 s
+    while True:
+        lines = [ln for ln in (server.data_dir.parent / f"server-{server.port}.log").read_bytes().splitlines() if ln]
+        if b"oip-log-check" in b"".join(lines) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     docs = [orjson.loads(ln) for ln in lines]  # every line is one JSON object
     assert all({"ts", "level", "logger", "msg"} <= set(d) for d in docs)
     hits = [d for d in docs if d.get("request_id") == "oip-log-check"]

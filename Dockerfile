@@ -1,0 +1,69 @@
+# Orchard: one image, `orchard serve` by default, `orchard worker` as the alternative command.
+# Configured only through ORCHARD_* environment variables (see README.md and docs/deployment.md).
+#
+#   docker build -t orchard .
+#   docker run -p 8000:8000 -v orchard-data:/data orchard                   # API + embedded workers
+#   docker run -e ORCHARD_QUEUE_URL=redis://... -v ...:/data orchard worker  # an RQ worker
+#
+# BASE_IMAGE must provide python3 (>= 3.11) with the venv module; both python:3.11-slim (python in
+# /usr/local/bin) and a Debian bookworm base with python3 and python3-venv (/usr/bin/python3) work: the
+# virtual environment is created in the build stage from the same base, so its interpreter path matches.
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
+# pip keeps no cache in the image; a build may mount a cache directory and name it (CI does):
+#   --build-arg PIP_CACHE_MOUNT=/pip-cache -v /some/host/dir:/pip-cache
+ARG PIP_CACHE_MOUNT=""
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/orchard \
+ && if ! command -v strip >/dev/null && command -v apt-get >/dev/null; then \
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends binutils >/dev/null \
+      && rm -rf /var/lib/apt/lists/*; fi
+WORKDIR /src
+# Dependencies first, from pyproject.toml alone, so that this layer is reused while only the code changes.
+# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. Left out: the test suites
+# of the scientific packages, C/Cython sources and headers, debugging symbols of extension modules (not of
+# the vendored *.libs, which strip would break). Byte code is compiled with unchecked hashes at the end: a
+# COPY may not keep file times, and time-checked .pyc files would then be stale and recompiled (unwritable
+# for the unprivileged user) at every start.
+COPY pyproject.toml ./
+RUN python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']))" \
+      > requirements.txt \
+ && PIP_CACHE="$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
+ && /opt/orchard/bin/pip install $PIP_CACHE --prefer-binary -r requirements.txt \
+ && SP="$(/opt/orchard/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && find "$SP/numpy" "$SP/scipy" -depth -type d -name tests -exec rm -rf {} + \
+ && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \) -delete \
+ && if command -v strip >/dev/null; then \
+      find "$SP" -name "*.so*" -type f -not -path "*.libs/*" -exec strip --strip-unneeded {} +; fi \
+ && /opt/orchard/bin/python -c "import numpy, scipy.linalg, scipy.optimize, scipy.special, scipy.stats, uvloop, \
+httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg; numpy.linalg.inv(numpy.eye(3)); \
+scipy.linalg.cho_factor(numpy.eye(3)); assert psycopg.pq.__impl__ == 'binary', psycopg.pq.__impl__"
+COPY README.md ./
+COPY core ./core
+COPY service ./service
+RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
+      --no-deps . \
+ && /opt/orchard/bin/pip uninstall -q -y pip setuptools \
+ && /opt/orchard/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null
+
+FROM ${BASE_IMAGE}
+# A fixed unprivileged user (written directly: minimal bases may lack useradd).
+RUN echo "orchard:x:10001:10001:Orchard:/data:/usr/sbin/nologin" >> /etc/passwd \
+ && echo "orchard:x:10001:" >> /etc/group \
+ && mkdir -p /data && chown 10001:10001 /data
+COPY --from=build /opt/orchard /opt/orchard
+ENV PATH=/opt/orchard/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    ORCHARD_DATA_DIR=/data \
+    ORCHARD_HOST=0.0.0.0 \
+    ORCHARD_PORT=8000
+VOLUME ["/data"]
+WORKDIR /data
+USER 10001:10001
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["python", "-c", "import os, sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:%s/health/live' % os.environ.get('ORCHARD_PORT', '8000'), timeout=4).status != 200)"]
+ENTRYPOINT ["orchard"]
+CMD ["serve"]
