@@ -85,16 +85,19 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--set", action="append", default=[], metavar="ORCHARD_X=value",
+                    help="a setting for the Orchard server (repeatable), e.g. ORCHARD_ACCESS_LOG=false")
     args = ap.parse_args()
     from sklearn.datasets import load_breast_cancer
 
     data = load_breast_cancer()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
     env["PYTHONPATH"] = str(ROOT)
+    server_env = dict(env, **dict(kv.split("=", 1) for kv in args.set))
     tmp = Path(tempfile.mkdtemp())
     port = free_port()
     server = start([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(tmp),
-                    "--workers", "1"], env)
+                    "--workers", "1"], server_env)
     bare = None
     try:
         base = f"http://127.0.0.1:{port}"
@@ -141,7 +144,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"# bench/service.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-          f"wrk -t1 -c{args.connections} -d{args.duration}s")
+          f"wrk -t1 -c{args.connections} -d{args.duration}s; server settings: {' '.join(args.set) or 'defaults'}")
     print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
     print("| server | requests/s | p50 ms | p99 ms | non-2xx |")
     print("|---|---|---|---|---|")
