@@ -150,7 +150,7 @@ def flush_logs() -> None:
             pass
 
 
-_access_sink: tuple[BufferedStreamHandler, JsonFormatter] | None = None
+_access_sink: tuple | None = None  # (handler, formatter, root.handlers list) once configure_logging ran
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
@@ -172,16 +172,22 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         lg.handlers.clear()
         lg.propagate = True
     # the access log may write its JSON lines straight into this handler while nothing else is attached
-    _access_sink = (handler, formatter) if fmt == "json" else None
+    _access_sink = (handler, formatter, root.handlers) if fmt == "json" else None
+
+
+_root = logging.getLogger()
+
+
+def _access_fast() -> bool:
+    """The access logger still propagates to the root's only handler (Orchard's) at info level."""
+    return (not access_log.handlers and access_log.propagate and not access_log.disabled
+            and _root.handlers[0] is _access_sink[0] and access_log.isEnabledFor(logging.INFO))
 
 
 def _direct_access_sink():
     """The handler to write access lines to directly, when the logging setup is still ours; else None."""
     sink = _access_sink
-    if sink is None or access_log.handlers or not access_log.propagate or access_log.disabled:
-        return None
-    root = logging.getLogger()
-    if root.handlers != [sink[0]] or not access_log.isEnabledFor(logging.INFO):
+    if sink is None or sink[2] is not _root.handlers or len(_root.handlers) != 1 or not _access_fast():
         return None
     return sink
 
@@ -297,7 +303,10 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 # -- middleware ------------------------------------------------------------------------------------
 class Observability:
-    """Request id, access log and request metrics for every HTTP request (pure ASGI)."""
+    """Request id, access log and request metrics for every HTTP request (pure ASGI).
+
+    The predict fast path answers through ``scope["orchard.obs"] = (send, rid_header, state)`` directly (it adds
+    the header and records status and size in ``state``), so its hot path skips the send wrapper below."""
 
     def __init__(self, app, metrics: Metrics | None, access_log_on: bool):
         self.app = app
@@ -317,17 +326,16 @@ class Observability:
             rid = f"{_RID_PREFIX}{next(_rid_counter):012x}"
         token = request_id_var.set(rid)
         rid_header = (b"x-request-id", rid.encode())
-        status = 500
-        size = 0
+        state = [500, 0]  # status, body bytes
+        scope["orchard.obs"] = (send, rid_header, state)
         start = time.perf_counter()
 
         async def send_wrapper(message):
-            nonlocal status, size
             if message["type"] == "http.response.start":
-                status = message["status"]
+                state[0] = message["status"]
                 message["headers"] = [*message.get("headers", ()), rid_header]
             else:
-                size += len(message.get("body", b""))
+                state[1] += len(message.get("body", b""))
             await send(message)
 
         try:
@@ -339,21 +347,22 @@ class Observability:
                 route = getattr(scope.get("route"), "path", None) or "<unmatched>"
             method = scope["method"]
             if self.observe is not None:
-                self.observe(method, route, status, elapsed)
+                self.observe(method, route, state[0], elapsed)
             if self.access_log_on:
-                self._log(method, scope["path"], route, status, elapsed, size, scope.get("client"), rid)
+                self._log(method, scope["path"], route, state[0], elapsed, state[1], scope.get("client"), rid)
             request_id_var.reset(token)
 
     @staticmethod
     def _log(method, path, route, status, elapsed, size, client, rid) -> None:
-        sink = _direct_access_sink()
-        if sink is not None:  # the formatter's line, written without a LogRecord (several times cheaper)
+        sink = _access_sink
+        if sink is not None and sink[2] is _root.handlers and len(_root.handlers) == 1 and _access_fast():
+            # the formatter's line, written without a LogRecord (several times cheaper)
             sink[0].write_line(orjson.dumps({
                 "ts": sink[1]._ts(time.time()), "level": "info", "logger": "orchard.access",
                 "msg": f"{method} {path} {status}", "request_id": rid, "method": method, "path": path,
-                "route": route, "status": status, "duration_ms": round(elapsed * 1000, 3), "bytes": size,
+                "route": route, "status": status, "duration_ms": int(elapsed * 1e6) / 1000, "bytes": size,
                 "client": client[0] if client else ""}))
         elif access_log.isEnabledFor(logging.INFO):
             access_log.info("%s %s %d", method, path, status, extra={"request_id": rid, "fields": {
                 "method": method, "path": path, "route": route, "status": status,
-                "duration_ms": round(elapsed * 1000, 3), "bytes": size, "client": client[0] if client else ""}})
+                "duration_ms": int(elapsed * 1e6) / 1000, "bytes": size, "client": client[0] if client else ""}})

@@ -76,6 +76,11 @@ class PredictFastPath:
         if self.on_predict:
             n = len(out.get("predictions") or out.get("components") or out.get("log_density") or ())
             self.on_predict(model_id, n, 200)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": _JSON_HEADERS + [(b"content-length", str(len(data)).encode())]})
+        headers = _JSON_HEADERS + [(b"content-length", str(len(data)).encode())]
+        obs = scope.get("orchard.obs")
+        if obs is not None:  # observability middleware above: answer through its raw send (see observability.py)
+            send, rid_header, state = obs
+            headers.append(rid_header)
+            state[0], state[1] = 200, len(data)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": data})
