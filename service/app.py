@@ -127,7 +127,7 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
     app.openapi = openapi
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> FastAPI:
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -138,10 +138,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not settings.queue_url:
             recover_orphans(runtime.meta, runtime.queue.enqueue)
         app.state.runtime = runtime
-        # start-up objects (modules, routes, schemas) live for the whole process: moving them out of the
-        # collector's generations keeps periodic collections cheap on the request path
-        gc.collect()
-        gc.freeze()
+        # Everything loaded so far (modules, NumPy/SciPy, routes) lives as long as the process: move it out of
+        # the collector's reach, so that full collections triggered by request garbage do not walk it again
+        # and again (measured: up to ~10% of a single-row predict's instructions; docs/decisions/observability.md)
+        if freeze_gc:  # `orchard serve` only: tests build many apps in one process and must not keep them
+            gc.collect()
+            gc.freeze()
         log.info("orchard ready: data dir %s, %s", settings.data_dir,
                  f"queue {settings.queue_url}" if settings.queue_url else f"{settings.workers} worker process(es)")
         try:

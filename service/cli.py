@@ -26,7 +26,7 @@ def cmd_serve(args) -> int:
     from .observability import configure_logging
 
     configure_logging(settings.log_level, settings.log_format)
-    app = create_app(settings)
+    app = create_app(settings, freeze_gc=True)
     import uvicorn
 
     _flush_logs_on_signals()

@@ -23,6 +23,7 @@ import threading
 import time
 from bisect import bisect_left
 from itertools import count
+from time import perf_counter
 
 import orjson
 from prometheus_client import CollectorRegistry
@@ -150,7 +151,7 @@ def flush_logs() -> None:
             pass
 
 
-_access_sink: tuple | None = None  # (handler, formatter, root.handlers list) once configure_logging ran
+_access_sink: tuple | None = None  # (handler, formatter, [handler]) once configure_logging ran
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
@@ -172,7 +173,7 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         lg.handlers.clear()
         lg.propagate = True
     # the access log may write its JSON lines straight into this handler while nothing else is attached
-    _access_sink = (handler, formatter, root.handlers) if fmt == "json" else None
+    _access_sink = (handler, formatter, [handler]) if fmt == "json" else None
 
 
 _root = logging.getLogger()
@@ -181,13 +182,13 @@ _root = logging.getLogger()
 def _access_fast() -> bool:
     """The access logger still propagates to the root's only handler (Orchard's) at info level."""
     return (not access_log.handlers and access_log.propagate and not access_log.disabled
-            and _root.handlers[0] is _access_sink[0] and access_log.isEnabledFor(logging.INFO))
+            and access_log.isEnabledFor(logging.INFO))
 
 
 def _direct_access_sink():
     """The handler to write access lines to directly, when the logging setup is still ours; else None."""
     sink = _access_sink
-    if sink is None or sink[2] is not _root.handlers or len(_root.handlers) != 1 or not _access_fast():
+    if sink is None or _root.handlers != sink[2] or not _access_fast():
         return None
     return sink
 
@@ -306,11 +307,13 @@ class Observability:
     """Request id, access log and request metrics for every HTTP request (pure ASGI).
 
     The predict fast path answers through ``scope["orchard.obs"] = (send, rid_header, state)`` directly (it adds
-    the header and records status and size in ``state``), so its hot path skips the send wrapper below."""
+    the header and records status and size in ``state``), so its hot path skips the send wrapper below. The
+    per-request work is inlined here (no helper calls) because it runs on every request: see
+    docs/decisions/observability.md for what it costs."""
 
     def __init__(self, app, metrics: Metrics | None, access_log_on: bool):
         self.app = app
-        self.observe = metrics.observe if metrics is not None else None
+        self.stats = metrics.stats if metrics is not None else None
         self.access_log_on = access_log_on
 
     async def __call__(self, scope, receive, send):
@@ -323,12 +326,13 @@ class Observability:
                     rid = v.decode()
                 break
         if rid is None:
-            rid = f"{_RID_PREFIX}{next(_rid_counter):012x}"
+            rid = _RID_PREFIX + format(next(_rid_counter), "012x")
         token = request_id_var.set(rid)
-        rid_header = (b"x-request-id", rid.encode())
+        rid_b = rid.encode()
+        rid_header = (b"x-request-id", rid_b)
         state = [500, 0]  # status, body bytes
         scope["orchard.obs"] = (send, rid_header, state)
-        start = time.perf_counter()
+        start = perf_counter()
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
@@ -341,28 +345,38 @@ class Observability:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            elapsed = time.perf_counter() - start
-            route = scope.get("orchard.route")
-            if route is None:
-                route = getattr(scope.get("route"), "path", None) or "<unmatched>"
+            elapsed = perf_counter() - start
+            route = scope.get("orchard.route") or getattr(scope.get("route"), "path", None) or "<unmatched>"
             method = scope["method"]
-            if self.observe is not None:
-                self.observe(method, route, state[0], elapsed)
+            status = state[0]
+            stats = self.stats
+            if stats is not None:  # RequestStats.observe, inlined
+                entry = stats.series.get((method, route))
+                if entry is None:
+                    entry = stats.series[(method, route)] = [[0] * (len(_BUCKETS) + 1), 0.0, {}]
+                entry[0][bisect_left(_BUCKETS, elapsed)] += 1
+                entry[1] += elapsed
+                by_status = entry[2]
+                by_status[status] = by_status.get(status, 0) + 1
             if self.access_log_on:
-                self._log(method, scope["path"], route, state[0], elapsed, state[1], scope.get("client"), rid)
+                sink = _access_sink
+                client = scope.get("client")
+                if sink is not None and _root.handlers == sink[2] and _access_fast():
+                    # the formatter's line, built without a LogRecord (several times cheaper)
+                    path = orjson.dumps(scope["path"])
+                    sink[0].write_line(_ACCESS_LINE % (
+                        sink[1]._ts(time.time()).encode(), method.encode(), path[1:-1], status, rid_b, method.encode(),
+                        path, route.encode(), status, elapsed * 1000, state[1],
+                        (client[0] if client else "").encode()))
+                elif access_log.isEnabledFor(logging.INFO):
+                    access_log.info("%s %s %d", method, scope["path"], status, extra={"request_id": rid, "fields": {
+                        "method": method, "path": scope["path"], "route": route, "status": status,
+                        "duration_ms": round(elapsed * 1000, 3), "bytes": state[1],
+                        "client": client[0] if client else ""}})
             request_id_var.reset(token)
 
-    @staticmethod
-    def _log(method, path, route, status, elapsed, size, client, rid) -> None:
-        sink = _access_sink
-        if sink is not None and sink[2] is _root.handlers and len(_root.handlers) == 1 and _access_fast():
-            # the formatter's line, written without a LogRecord (several times cheaper)
-            sink[0].write_line(orjson.dumps({
-                "ts": sink[1]._ts(time.time()), "level": "info", "logger": "orchard.access",
-                "msg": f"{method} {path} {status}", "request_id": rid, "method": method, "path": path,
-                "route": route, "status": status, "duration_ms": int(elapsed * 1e6) / 1000, "bytes": size,
-                "client": client[0] if client else ""}))
-        elif access_log.isEnabledFor(logging.INFO):
-            access_log.info("%s %s %d", method, path, status, extra={"request_id": rid, "fields": {
-                "method": method, "path": path, "route": route, "status": status,
-                "duration_ms": int(elapsed * 1e6) / 1000, "bytes": size, "client": client[0] if client else ""}})
+
+# One access-log line; every interpolated value is JSON-safe: the path is JSON-encoded, the request id matches
+# _VALID_ID or is hex, methods are HTTP tokens, routes are the app's templates, the client an address.
+_ACCESS_LINE = (b'{"ts":"%s","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
+                b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%.3f,"bytes":%d,"client":"%s"}')
