@@ -172,6 +172,6 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime,
                        on_predict=metrics.on_predict_v1 if metrics else None)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
-    if metrics is not None or settings.access_log:  # outermost: request id, metrics and access log see all
-        app.add_middleware(Observability, metrics=metrics, access_log_on=settings.access_log)
+    # outermost: the request id (always), metrics and access log (each switchable) see every request
+    app.add_middleware(Observability, metrics=metrics, access_log_on=settings.access_log)
     return app
