@@ -88,3 +88,46 @@ def as_meta(blocks, X, passthrough: bool) -> np.ndarray:
     if passthrough:
         meta = np.column_stack([meta, X])
     return np.ascontiguousarray(meta, dtype=np.float64)
+
+
+def fit_stack(bases, seeds, folds, X, y, w, final_spec, passthrough: bool, block_of, ctx):
+    """Fit a stack: out-of-fold meta-features, the final estimator on them, then the bases on all rows.
+
+    ``block_of(i, est, X_test)`` returns base ``i``'s meta-feature columns for ``X_test``. Row ``r`` of the
+    meta-features always comes from a model fitted without row ``r`` (never in-sample predictions).
+    Returns ``(fitted_bases, final_estimator)``; one ``ctx.step`` per fold fit, final fit and refit.
+    """
+    final_name, final_params = final_spec
+    total = len(bases) * (len(folds) + 1) + 1
+    done = 0
+
+    def sub_ctx():
+        return ctx.child(done / total, (done + 1) / total)
+
+    blocks = []
+    for i, ((name, params), seed) in enumerate(zip(bases, seeds, strict=False)):
+        params = seeded(name, params, seed)
+        block = None
+        for train, test in folds:
+            est = build_estimator(name, params)
+            fit_with(est, X[train], y[train], None if w is None else w[train], sub_ctx())
+            part = np.asarray(block_of(i, est, X[test]), dtype=np.float64).reshape(len(test), -1)
+            if block is None:
+                block = np.zeros((X.shape[0], part.shape[1]))
+            block[test] = part
+            done += 1
+            ctx.step(done, total)
+        blocks.append(block)
+    meta = as_meta(blocks, X, passthrough)
+    final = build_estimator(final_name, seeded(final_name, final_params, seeds[-1]))
+    fit_with(final, meta, y, w, sub_ctx())
+    done += 1
+    ctx.step(done, total)
+    fitted = []
+    for (name, params), seed in zip(bases, seeds, strict=False):
+        est = build_estimator(name, seeded(name, params, seed))
+        fit_with(est, X, y, w, sub_ctx())
+        fitted.append(est)
+        done += 1
+        ctx.step(done, total)
+    return fitted, final

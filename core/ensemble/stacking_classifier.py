@@ -11,7 +11,7 @@ from ..params import Any_, Bool, Choice, Int, ParamError, Seed
 from ..registry import get as get_algorithm
 from ..registry import register
 from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
-from ._stacking import as_meta, base_seeds, build_estimator, check_estimator_specs, fit_with, seeded
+from ._stacking import as_meta, base_seeds, check_estimator_specs, fit_stack
 
 __all__ = ["StackingClassifier"]
 
@@ -96,39 +96,10 @@ class StackingClassifier(Classifier):
         w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
         _, fold_seed, seeds = base_seeds(p["random_state"], len(bases))
         folds = list(StratifiedKFold(p["cv"], shuffle=True, random_state=fold_seed).split(X, codes))
-        total = len(bases) * (len(folds) + 1) + 1
-        done = 0
-
-        def sub_ctx():
-            return ctx.child(done / total, (done + 1) / total)
-
-        # out-of-fold meta-features: row i comes from a model fitted without row i
-        blocks = []
-        for (name, params), method, seed in zip(bases, methods, seeds, strict=False):
-            params = seeded(name, params, seed)
-            block = None
-            for train, test in folds:
-                est = build_estimator(name, params)
-                fit_with(est, X[train], codes[train], None if w is None else w[train], sub_ctx())
-                part = self._block(est, method, X[test], K)
-                if block is None:
-                    block = np.zeros((X.shape[0], part.shape[1]))
-                block[test] = part
-                done += 1
-                ctx.step(done, total)
-            blocks.append(block)
-        meta = as_meta(blocks, X, p["passthrough"])
-        final = build_estimator(final_name, seeded(final_name, final_params, seeds[-1]))
-        fit_with(final, meta, codes, w, sub_ctx())
-        done += 1
-        ctx.step(done, total)
-        fitted = []
-        for (name, params), seed in zip(bases, seeds, strict=False):
-            est = build_estimator(name, seeded(name, params, seed))
-            fit_with(est, X, codes, w, sub_ctx())
-            fitted.append(est)
-            done += 1
-            ctx.step(done, total)
+        fitted, final = fit_stack(
+            bases, seeds, folds, X, codes, w, (final_name, final_params), p["passthrough"],
+            lambda i, est, Xt: self._block(est, methods[i], Xt, K), ctx,
+        )
         self.estimators_ = fitted
         self.final_estimator_ = final
         self._passthrough = p["passthrough"]

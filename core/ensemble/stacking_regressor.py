@@ -10,7 +10,7 @@ from ..model_selection.split import KFold
 from ..params import Any_, Bool, Int, Seed
 from ..registry import register
 from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
-from ._stacking import as_meta, base_seeds, build_estimator, check_estimator_specs, fit_with, seeded
+from ._stacking import as_meta, base_seeds, check_estimator_specs, fit_stack
 
 __all__ = ["StackingRegressor"]
 
@@ -64,35 +64,10 @@ class StackingRegressor(Regressor):
         w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
         _, fold_seed, seeds = base_seeds(p["random_state"], len(bases))
         folds = list(KFold(p["cv"], shuffle=True, random_state=fold_seed).split(X))
-        total = len(bases) * (len(folds) + 1) + 1
-        done = 0
-
-        def sub_ctx():
-            return ctx.child(done / total, (done + 1) / total)
-
-        blocks = []
-        for (name, params), seed in zip(bases, seeds, strict=False):
-            params = seeded(name, params, seed)
-            block = np.zeros(X.shape[0])
-            for train, test in folds:
-                est = build_estimator(name, params)
-                fit_with(est, X[train], y[train], None if w is None else w[train], sub_ctx())
-                block[test] = np.asarray(est.predict(X[test]), dtype=np.float64)
-                done += 1
-                ctx.step(done, total)
-            blocks.append(block)
-        meta = as_meta(blocks, X, p["passthrough"])
-        final = build_estimator(final_name, seeded(final_name, final_params, seeds[-1]))
-        fit_with(final, meta, y, w, sub_ctx())
-        done += 1
-        ctx.step(done, total)
-        fitted = []
-        for (name, params), seed in zip(bases, seeds, strict=False):
-            est = build_estimator(name, seeded(name, params, seed))
-            fit_with(est, X, y, w, sub_ctx())
-            fitted.append(est)
-            done += 1
-            ctx.step(done, total)
+        fitted, final = fit_stack(
+            bases, seeds, folds, X, y, w, (final_name, final_params), p["passthrough"],
+            lambda i, est, Xt: est.predict(Xt), ctx,
+        )
         self.estimators_ = fitted
         self.final_estimator_ = final
         self._passthrough = p["passthrough"]
