@@ -6,7 +6,11 @@ the service maps them to 422.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+_SMALL = 256  # arrays up to this size are checked for finiteness by one Python sum (see check_array)
 
 __all__ = [
     "DataError",
@@ -65,7 +69,10 @@ def check_array(
             raise DataError(f"{name} has {arr.shape[1]} features; at least {min_features} required")
     if arr.shape[0] < min_samples:
         raise DataError(f"{name} has {arr.shape[0]} samples; at least {min_samples} required")
-    if arr.dtype.kind == "f":
+    if arr.dtype.kind == "f" and not (arr.size <= _SMALL and math.isfinite(sum(arr.ravel().tolist()))):
+        # A finite sum proves every value finite (NaN and infinities propagate through a sum), and costs a
+        # third of the NumPy scan on the small arrays of single-row predictions; a sum that is not finite
+        # (a NaN or infinity, or finite values overflowing) is settled by the exact scan below.
         if allow_nan:
             if np.isinf(arr).any():
                 raise DataError(f"{name} contains infinity")
@@ -154,7 +161,11 @@ def _fitted_attrs(est) -> list[str]:
 def check_is_fitted(est, attributes: list[str] | None = None) -> None:
     """Raise NotFittedError unless ``est`` has fitted (trailing underscore) attributes."""
     if attributes is not None:
-        ok = all(hasattr(est, a) for a in attributes)
+        ok = True
+        for a in attributes:
+            if not hasattr(est, a):
+                ok = False
+                break
     else:
         ok = bool(_fitted_attrs(est))
     if not ok:

@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, train, v2
 from .api import metrics as metrics_api
-from .api.fastpath import PredictFastPath
+from .api.fastpath import PredictFrontDoor, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
-from .observability import Metrics, Observability
+from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
 from .services.training import recover_orphans
 from .settings import Settings
@@ -127,7 +127,21 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
     app.openapi = openapi
 
 
-def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> FastAPI:
+class OrchardApp(FastAPI):
+    """FastAPI with a front door: ``POST /v1/models/{id}/predict`` goes straight to ``PredictFrontDoor``
+    (api/fastpath.py), skipping the middleware stack and routing; every other request takes the normal path."""
+
+    predict_front_door: PredictFrontDoor | None = None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None:
+            model_id = predict_model_id(scope["path"])
+            if model_id is not None:
+                return await self.predict_front_door(scope, receive, send, model_id)
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> OrchardApp:
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -152,7 +166,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
             runtime.queue.shutdown()
             runtime.meta.dispose()
 
-    app = FastAPI(
+    app = OrchardApp(
         title="Orchard",
         version=__version__,
         summary="Train, evaluate and serve classical machine-learning models over REST.",
@@ -169,9 +183,10 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
               v2.router, metrics_api.router):
         app.include_router(r)
     _document_hand_parsed_bodies(app)
-    app.add_middleware(PredictFastPath, get_runtime=lambda: app.state.runtime,
-                       on_predict=metrics.on_predict_v1 if metrics else None)
+    recorder = RequestRecorder(metrics, settings.access_log)
+    app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime, recorder,
+                                              metrics.on_predict_v1 if metrics else None, settings.max_body_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
     # outermost: the request id (always), metrics and access log (each switchable) see every request
-    app.add_middleware(Observability, metrics=metrics, access_log_on=settings.access_log)
+    app.add_middleware(Observability, recorder=recorder)
     return app

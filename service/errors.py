@@ -10,6 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from core.validation import DataError
+
 PROBLEM = "application/problem+json"
 
 
@@ -98,6 +100,14 @@ def install_handlers(app: FastAPI) -> None:
             status = 400 if exc.status == 422 else exc.status
             return v2_error_response(status, exc.detail, exc.headers)
         return problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers, exc.type_)
+
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError):
+        # an estimator refusing its input (e.g. a value that overflows when standardised): the client's data
+        detail = f"the model cannot use these values: {exc}"
+        if _is_v2(request):
+            return v2_error_response(400, detail)
+        return problem_response(422, "Unprocessable Content", detail)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):

@@ -2,7 +2,8 @@
 
 * ``Observability`` is a pure ASGI middleware (outermost): it takes the client's ``X-Request-ID`` or makes
   one, echoes it on the response, times the request, counts it by method, route template and status, and
-  writes one JSON access-log line. The predict fast path is below it, so it is counted like any route.
+  writes one JSON access-log line (``RequestRecorder.record``). The predict front door (api/fastpath.py)
+  answers before the middleware stack and records its requests through the same ``record``.
 * ``OrchardCollector`` reads job counts by kind and status and the queue depth from the metadata store at
   scrape time, so the figures are right when jobs run in other processes (embedded pool or RQ workers),
   and the model cache's hits, misses and size from this process.
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left
+from collections import deque
 from itertools import count
 from time import perf_counter
 
@@ -56,12 +58,14 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self._sec = -1
         self._prefix = ""
+        self._prefix_b = b""
 
     def _ts(self, created: float) -> str:
         sec = int(created)
         if sec != self._sec:  # the formatted second is cached: isoformat per line is a measurable cost
             self._sec = sec
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+            self._prefix_b = self._prefix.encode()
         return f"{self._prefix}.{int((created - sec) * 1000):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
@@ -84,19 +88,20 @@ class JsonFormatter(logging.Formatter):
 
 class BufferedStreamHandler(logging.Handler):
     """Collects formatted lines in memory and writes them to a file descriptor in one ``os.write`` every
-    ``interval`` seconds (from a daemon thread), when 64 KiB are pending, and at once for warnings and errors,
-    instead of one write system call per line. ``os.write`` on the descriptor keeps the offset it shares with
-    the other processes writing to the same stderr (worker processes), so their lines never overlap.
-    ``write_line`` lets the access log skip the LogRecord machinery (see Observability)."""
+    ``interval`` seconds (from a daemon thread), when 512 lines are pending, and at once for warnings and
+    errors, instead of one write system call per line. ``os.write`` on the descriptor keeps the offset it
+    shares with the other processes writing to the same stderr (worker processes), so their lines never
+    overlap. Lines wait in a deque: appending and popping are atomic, so writers take no lock.
+    ``write_line`` lets the access log skip the LogRecord machinery (see RequestRecorder)."""
 
-    LIMIT = 1 << 16
+    PENDING = 512
 
     def __init__(self, fd: int, interval: float = 0.5):
         super().__init__()
         self.fd = fd
         self.interval = interval
-        self._buf: list[bytes] = []
-        self._size = 0
+        self._buf: deque[bytes] = deque()
+        self._write_lock = threading.Lock()
         self._stop = threading.Event()
         threading.Thread(target=self._flusher, name="orchard-log-flush", daemon=True).start()
         atexit.register(self.flush)
@@ -106,11 +111,12 @@ class BufferedStreamHandler(logging.Handler):
             self.flush()
 
     def flush(self):
-        with self.lock:
-            if not self._buf:
+        buf = self._buf
+        with self._write_lock:  # one writer at a time keeps the lines in order
+            if not buf:
                 return
-            data = b"".join(self._buf)
-            self._buf, self._size = [], 0
+            popleft = buf.popleft
+            data = b"".join([popleft() for _ in range(len(buf))])
             view = memoryview(data)
             try:
                 while view:
@@ -119,16 +125,14 @@ class BufferedStreamHandler(logging.Handler):
                 pass
 
     def write_line(self, line: bytes) -> None:
-        with self.lock:
-            self._buf.append(line + b"\n")
-            self._size += len(line) + 1
-            if self._size < self.LIMIT:
-                return
-        self.flush()
+        buf = self._buf
+        buf.append(line)
+        if len(buf) >= self.PENDING:
+            self.flush()
 
     def emit(self, record):
         try:
-            self.write_line(self.format(record).encode("utf-8", "replace"))
+            self.write_line(self.format(record).encode("utf-8", "replace") + b"\n")
             if record.levelno >= logging.WARNING:
                 self.flush()
         except RecursionError:
@@ -302,19 +306,67 @@ class Metrics:
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-# -- middleware ------------------------------------------------------------------------------------
-class Observability:
-    """Request id, access log and request metrics for every HTTP request (pure ASGI).
+# -- per-request record and middleware -------------------------------------------------------------
+def valid_request_id(value: bytes) -> bool:
+    """A client's ``X-Request-ID`` is echoed only if it is 1-128 safe characters."""
+    return _VALID_ID.match(value) is not None
 
-    The predict fast path answers through ``scope["orchard.obs"] = (send, rid_header, state)`` directly (it adds
-    the header and records status and size in ``state``), so its hot path skips the send wrapper below. The
-    per-request work is inlined here (no helper calls) because it runs on every request: see
-    docs/decisions/observability.md for what it costs."""
 
-    def __init__(self, app, metrics: Metrics | None, access_log_on: bool):
-        self.app = app
+def new_request_id() -> str:
+    return _RID_PREFIX + format(next(_rid_counter), "012x")
+
+
+class RequestRecorder:
+    """What every request leaves behind: its metrics (``RequestStats``) and its JSON access-log line.
+
+    ``record`` runs once per request, from the ``Observability`` middleware or from the predict front door
+    (api/fastpath.py), so it is written for speed: see docs/decisions/observability.md for what it costs."""
+
+    def __init__(self, metrics: Metrics | None, access_log_on: bool):
         self.stats = metrics.stats if metrics is not None else None
         self.access_log_on = access_log_on
+
+    def record(self, scope, route: str, status: int, elapsed: float, nbytes: int, rid: str) -> None:
+        method = scope["method"]
+        stats = self.stats
+        if stats is not None:  # RequestStats.observe, inlined
+            entry = stats.series.get((method, route))
+            if entry is None:
+                entry = stats.series[(method, route)] = [[0] * (len(_BUCKETS) + 1), 0.0, {}]
+            entry[0][bisect_left(_BUCKETS, elapsed)] += 1
+            entry[1] += elapsed
+            by_status = entry[2]
+            by_status[status] = by_status.get(status, 0) + 1
+        if self.access_log_on:
+            sink = _access_sink
+            client = scope.get("client")
+            if sink is not None and _root.handlers == sink[2] and _access_fast():
+                # the formatter's line, built without a LogRecord (several times cheaper)
+                path = orjson.dumps(scope["path"])
+                m = method.encode()
+                now = time.time()
+                sec = int(now)
+                fmt = sink[1]
+                if sec != fmt._sec:
+                    fmt._ts(now)  # renews the cached "YYYY-MM-DDTHH:MM:SS" of this second
+                sink[0].write_line(_ACCESS_LINE % (
+                    fmt._prefix_b, int((now - sec) * 1000), m, path[1:-1], status, rid.encode(), m,
+                    path, route.encode(), status, elapsed * 1000, nbytes, (client[0] if client else "").encode()))
+            elif access_log.isEnabledFor(logging.INFO):
+                access_log.info("%s %s %d", method, scope["path"], status, extra={"request_id": rid, "fields": {
+                    "method": method, "path": scope["path"], "route": route, "status": status,
+                    "duration_ms": round(elapsed * 1000, 3), "bytes": nbytes,
+                    "client": client[0] if client else ""}})
+
+
+class Observability:
+    """Request id, access log and request metrics for every HTTP request (pure ASGI, outermost).
+
+    The predict front door (api/fastpath.py) does the same for its route without this layer."""
+
+    def __init__(self, app, recorder: RequestRecorder):
+        self.app = app
+        self.record = recorder.record
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -326,12 +378,10 @@ class Observability:
                     rid = v.decode()
                 break
         if rid is None:
-            rid = _RID_PREFIX + format(next(_rid_counter), "012x")
+            rid = new_request_id()
         token = request_id_var.set(rid)
-        rid_b = rid.encode()
-        rid_header = (b"x-request-id", rid_b)
+        rid_header = (b"x-request-id", rid.encode())
         state = [500, 0]  # status, body bytes
-        scope["orchard.obs"] = (send, rid_header, state)
         start = perf_counter()
 
         async def send_wrapper(message):
@@ -345,38 +395,12 @@ class Observability:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            elapsed = perf_counter() - start
-            route = scope.get("orchard.route") or getattr(scope.get("route"), "path", None) or "<unmatched>"
-            method = scope["method"]
-            status = state[0]
-            stats = self.stats
-            if stats is not None:  # RequestStats.observe, inlined
-                entry = stats.series.get((method, route))
-                if entry is None:
-                    entry = stats.series[(method, route)] = [[0] * (len(_BUCKETS) + 1), 0.0, {}]
-                entry[0][bisect_left(_BUCKETS, elapsed)] += 1
-                entry[1] += elapsed
-                by_status = entry[2]
-                by_status[status] = by_status.get(status, 0) + 1
-            if self.access_log_on:
-                sink = _access_sink
-                client = scope.get("client")
-                if sink is not None and _root.handlers == sink[2] and _access_fast():
-                    # the formatter's line, built without a LogRecord (several times cheaper)
-                    path = orjson.dumps(scope["path"])
-                    sink[0].write_line(_ACCESS_LINE % (
-                        sink[1]._ts(time.time()).encode(), method.encode(), path[1:-1], status, rid_b, method.encode(),
-                        path, route.encode(), status, elapsed * 1000, state[1],
-                        (client[0] if client else "").encode()))
-                elif access_log.isEnabledFor(logging.INFO):
-                    access_log.info("%s %s %d", method, scope["path"], status, extra={"request_id": rid, "fields": {
-                        "method": method, "path": scope["path"], "route": route, "status": status,
-                        "duration_ms": round(elapsed * 1000, 3), "bytes": state[1],
-                        "client": client[0] if client else ""}})
+            route = getattr(scope.get("route"), "path", None) or "<unmatched>"
+            self.record(scope, route, state[0], perf_counter() - start, state[1], rid)
             request_id_var.reset(token)
 
 
 # One access-log line; every interpolated value is JSON-safe: the path is JSON-encoded, the request id matches
 # _VALID_ID or is hex, methods are HTTP tokens, routes are the app's templates, the client an address.
-_ACCESS_LINE = (b'{"ts":"%s","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
-                b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%.3f,"bytes":%d,"client":"%s"}')
+_ACCESS_LINE = (b'{"ts":"%s.%03dZ","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
+                b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%.3f,"bytes":%d,"client":"%s"}\n')

@@ -307,18 +307,23 @@ class TablePreprocessor:
         """True when every input feature is numeric or boolean (``transform_matrix`` applies)."""
         return hasattr(self, "_cat_plan") and not self._cat_plan
 
-    def transform_matrix(self, A: np.ndarray) -> np.ndarray:
+    def transform_matrix(self, A: np.ndarray, *, finite: bool = False, copy: bool = True) -> np.ndarray:
         """Fast path of ``transform`` for all-numeric inputs given as one float matrix.
 
         ``A`` holds the input features as columns in fit order (NaN = missing); this is the
         single-row prediction path, so it costs a few vector operations and no per-column work.
+        ``finite=True``: the caller guarantees there is no NaN (nothing to impute); ``copy=False``: ``A`` is
+        the caller's scratch float64 C array and may be transformed in place.
         """
         if not self.all_numeric:
             raise DataError("transform_matrix needs all-numeric features; use transform")
         if A.ndim != 2 or A.shape[1] != len(self._num_names):
             raise DataError(f"expected a matrix with {len(self._num_names)} columns, got shape {A.shape}")
-        X = np.array(A, dtype=np.float64, order="C")  # a copy: the caller's array is never modified
-        if not self.native_missing:
+        if copy or A.dtype != np.float64 or not A.flags.c_contiguous:
+            X = np.array(A, dtype=np.float64, order="C")  # a copy: the caller's array is never modified
+        else:
+            X = A
+        if not (finite or self.native_missing):
             mask = np.isnan(X)
             if mask.any():
                 X[mask] = self._num_fill[np.nonzero(mask)[1]]

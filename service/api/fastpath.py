@@ -1,86 +1,138 @@
-"""The hot path of single-row prediction, served below FastAPI's routing.
+"""The front door of single-row prediction: ``POST /v1/models/{id}/predict`` answered before FastAPI.
 
-``POST /v1/models/{id}/predict`` is the one request whose cost is dominated by framework
-overhead (routing, dependency resolution, exception middleware) rather than by work.
-This pure-ASGI layer answers it directly: read the body, decode it with orjson, run the
-cached model, write the JSON.  Behaviour is identical to the FastAPI route in
-``api/models.py`` (which still defines the OpenAPI contract): same validation through
-``predict_payload``, same problem+json errors.  See docs/decisions/predict-fast-path.md.
+This is the one request whose cost is dominated by framework overhead (Starlette's middleware stack, routing,
+dependency resolution, exception middleware) rather than by work. ``OrchardApp.__call__`` hands it to
+``PredictFrontDoor``, which does everything the stack would have done for it in one coroutine: the request id,
+the body limit (declared and streamed), the content type, orjson decoding, the cached model, the JSON answer,
+problem+json errors, and the request's metrics and access-log line (``Observability.record``). Behaviour is
+identical to the FastAPI route in ``api/models.py``, which still defines the OpenAPI contract and shares
+``predict_payload``. See docs/decisions/predict-fast-path.md.
 """
 
 from __future__ import annotations
 
 import logging
-import re
+from time import perf_counter
 
 import orjson
 
-from ..errors import ProblemError, UnsupportedMedia, invalid, problem_response
+from ..errors import PROBLEM, ProblemError, TooLarge, UnsupportedMedia, invalid
+from ..observability import new_request_id, request_id_var, valid_request_id
 from .models import predict_payload
 
 log = logging.getLogger("orchard")
-_PATH = re.compile(r"^/v1/models/([^/]+)/predict$")
-_JSON_HEADERS = [(b"content-type", b"application/json")]
+ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route template
+_JSON = b"application/json"
+_PROBLEM = PROBLEM.encode()
 
 
-class PredictFastPath:
-    def __init__(self, app, get_runtime, on_predict=None):
-        self.app = app
+def predict_model_id(path: str) -> str | None:
+    """The model id of a predict path, or None: ``/v1/models/<id>/predict`` with a non-empty id free of '/'."""
+    if path.startswith("/v1/models/") and path.endswith("/predict"):
+        model_id = path[11:-8]
+        if model_id and "/" not in model_id:
+            return model_id
+    return None
+
+
+class PredictFrontDoor:
+    def __init__(self, get_runtime, observability, on_predict, body_limit: int):
         self.get_runtime = get_runtime
-        self.on_predict = on_predict  # optional hook(model_id, n_rows, status) for metrics
+        self.record = observability.record  # metrics + access log of one request
+        self.on_predict = on_predict  # optional hook(model_id, n_rows, status): rows predicted
+        self.limit = body_limit
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return await self.app(scope, receive, send)
-        m = _PATH.match(scope["path"])
-        if m is None:
-            return await self.app(scope, receive, send)
-        model_id = m.group(1)
-        scope["orchard.route"] = "/v1/models/{model_id}/predict"  # the metrics' route template
+    async def __call__(self, scope, receive, send, model_id: str):
+        start = perf_counter()
+        rid = ctype = declared = None
+        for k, v in scope["headers"]:  # one pass over the headers for the three this path reads
+            if k == b"x-request-id":
+                if rid is None:
+                    rid = v
+            elif k == b"content-type":
+                if ctype is None:
+                    ctype = v
+            elif k == b"content-length":
+                if declared is None:
+                    declared = v
+        rid = rid.decode() if rid is not None and valid_request_id(rid) else new_request_id()
+        token = request_id_var.set(rid)
+        rid_header = (b"x-request-id", rid.encode())
+        status, nbytes = 500, 0
         try:
-            ctype = b""
-            for k, v in scope["headers"]:
-                if k == b"content-type":
-                    ctype = v.split(b";")[0].strip().lower()
-                    break
-            if ctype not in (b"application/json", b""):
-                raise UnsupportedMedia(f"content type {ctype.decode(errors='replace')!r} is not supported here; "
-                                       "send application/json")
-            body = b""
-            more = True
-            while more:
-                msg = await receive()
-                if msg["type"] == "http.disconnect":
-                    return
-                body += msg.get("body", b"")
-                more = msg.get("more_body", False)
-            if not body:
-                raise invalid(["body"], "the request body is empty; send a JSON object")
             try:
-                payload = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
-            runtime = self.get_runtime()
-            bundle = runtime.cache.get(model_id)
-            out = predict_payload(bundle, payload, runtime.settings.max_predict_rows)
-        except ProblemError as exc:
+                out = await self._predict(receive, model_id, ctype, declared)
+            except ProblemError as exc:
+                if self.on_predict:
+                    self.on_predict(model_id, 0, exc.status)
+                status, nbytes = await _send_problem(send, exc, rid_header)
+                return
+            except Exception:  # noqa: BLE001 - the same last resort as the app's handler
+                log.exception("unhandled error predicting with %s", model_id)
+                status, nbytes = await _send_problem(
+                    send, ProblemError("an unexpected error occurred; see the server log", status=500,
+                                       title="Internal Server Error"), rid_header)
+                return
+            if out is None:  # the client went away before sending its body
+                status = 499
+                return
+            data = orjson.dumps(out)
             if self.on_predict:
-                self.on_predict(model_id, 0, exc.status)
-            return await problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers,
-                                          exc.type_)(scope, receive, send)
-        except Exception:  # noqa: BLE001 - same last resort as the app's handler
-            log.exception("unhandled error predicting with %s", model_id)
-            return await problem_response(500, "Internal Server Error",
-                                          "an unexpected error occurred; see the server log")(scope, receive, send)
-        data = orjson.dumps(out)
-        if self.on_predict:
-            n = len(out.get("predictions") or out.get("components") or out.get("log_density") or ())
-            self.on_predict(model_id, n, 200)
-        headers = _JSON_HEADERS + [(b"content-length", str(len(data)).encode())]
-        obs = scope.get("orchard.obs")
-        if obs is not None:  # observability middleware above: answer through its raw send (see observability.py)
-            send, rid_header, state = obs
-            headers.append(rid_header)
-            state[0], state[1] = 200, len(data)
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
+                self.on_predict(model_id, len(out.get("predictions") or out.get("components")
+                                              or out.get("log_density") or ()), 200)
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-type", _JSON), (b"content-length", b"%d" % len(data)), rid_header]})
+            await send({"type": "http.response.body", "body": data})
+            status, nbytes = 200, len(data)
+        finally:
+            self.record(scope, ROUTE, status, perf_counter() - start, nbytes, rid)
+            request_id_var.reset(token)
+
+    async def _predict(self, receive, model_id: str, ctype, declared):
+        if ctype is not None:
+            media = ctype.split(b";", 1)[0].strip().lower()
+            if media != _JSON and media:
+                raise UnsupportedMedia(f"content type {media.decode(errors='replace')!r} is not supported here; "
+                                       "send application/json")
+        limit = self.limit
+        if declared is not None:
+            try:
+                n = int(declared)
+            except ValueError:
+                n = 0
+            if n > limit:
+                raise TooLarge(f"the body ({n} bytes) exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return None
+        body = msg.get("body", b"")
+        while msg.get("more_body", False):
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return None
+            body += msg.get("body", b"")
+            if len(body) > limit:
+                raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+        if len(body) > limit:
+            raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+        if not body:
+            raise invalid(["body"], "the request body is empty; send a JSON object")
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
+        runtime = self.get_runtime()
+        return predict_payload(runtime.cache.get(model_id), payload, runtime.settings.max_predict_rows)
+
+
+async def _send_problem(send, exc: ProblemError, rid_header) -> tuple[int, int]:
+    """Answer ``exc`` as problem+json (with its headers and the request id); returns (status, body bytes)."""
+    body = {"type": exc.type_, "title": exc.title, "status": exc.status, "detail": exc.detail}
+    if exc.errors:
+        body["errors"] = exc.errors
+    data = orjson.dumps(body)
+    headers = [(b"content-type", _PROBLEM), (b"content-length", b"%d" % len(data)), rid_header]
+    headers += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in exc.headers.items()]
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+    return exc.status, len(data)

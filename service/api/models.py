@@ -7,6 +7,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from core.validation import DataError
+
 from ..errors import Conflict, NotFound, invalid
 from ..runtime import rt
 from ..schemas.models import (
@@ -71,7 +73,8 @@ _PREDICT_FIELDS = frozenset({"instances", "rows", "return_proba", "return_std"})
 
 
 def predict_payload(bundle, body: object, max_rows: int) -> dict:
-    """Validate a predict body (dict) against the bundle and run the model."""
+    """Validate a predict body (dict, decoded by orjson: its numbers are finite) against the bundle and run
+    the model."""
     if type(body) is not dict:
         raise invalid(["body"], "the body must be a JSON object with 'instances' or 'rows'")
     for key in body:
@@ -90,9 +93,12 @@ def predict_payload(bundle, body: object, max_rows: int) -> dict:
         raise invalid(["body", field], "must be a non-empty list")
     if len(data) > max_rows:
         raise invalid(["body", field], f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS)")
-    X = bundle.matrix_from_payload(data, field)
-    return bundle.predict_matrix(X, return_proba=bool(body.get("return_proba")),
-                                 return_std=bool(body.get("return_std")))
+    X = bundle.matrix_from_payload(data, field, json_numbers=True)
+    try:
+        return bundle.predict_matrix(X, return_proba=bool(body.get("return_proba")),
+                                     return_std=bool(body.get("return_std")))
+    except DataError as exc:  # the estimator's own input check (e.g. a value that overflows when standardised)
+        raise invalid(["body", field], f"the model cannot use these values: {exc}") from None
 
 
 @router.post("/{model_id}/predict", response_model=PredictResponse, response_model_exclude_none=True,

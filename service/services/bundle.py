@@ -52,25 +52,38 @@ class ModelBundle:
         self._names = [f["name"] for f in self.features]
         self._fast = bool(getattr(self.preprocessor, "all_numeric", False))
 
-    def matrix_from_payload(self, data: list, field: str) -> np.ndarray:
+    def matrix_from_payload(self, data: list, field: str, *, json_numbers: bool = False) -> np.ndarray:
         """The estimator's input matrix for predict ``instances`` or ``rows``.
 
         All-numeric models take a fast path (one ``np.array`` call, one vector transform); anything the
         fast path does not accept cleanly goes through the per-feature path, whose errors name the feature.
+        ``json_numbers=True``: ``data`` was decoded by orjson, whose numbers are always finite (JSON has no NaN
+        or infinity and orjson rejects literals that overflow a double), so a matrix of plain numbers needs
+        neither an infinity scan nor imputation. (The estimator still checks what it is given: standardising
+        an extreme value can overflow.)
         """
         if self._fast:
             A = None
             try:
                 if field == "rows":
-                    A = np.array(data, dtype=np.float64)
+                    A = np.array(data)
                 else:
                     index, names = self._index, self._names
                     if all(type(inst) is dict and inst.keys() <= index.keys() for inst in data):
-                        A = np.array([[inst.get(n) for n in names] for inst in data], dtype=np.float64)
+                        A = np.array([[inst.get(n) for n in names] for inst in data])
             except (TypeError, ValueError):
                 A = None
-            if A is not None and A.ndim == 2 and A.shape[1] == len(self._names) and not np.isinf(A).any():
-                return self.preprocessor.transform_matrix(A)
+            if A is not None and A.ndim == 2 and A.shape[1] == len(self._names):
+                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: finite, nothing missing
+                    if A.dtype != np.float64:
+                        A = A.astype(np.float64)
+                    return self.preprocessor.transform_matrix(A, finite=True, copy=False)
+                try:  # None (missing), booleans, numeric strings: the float conversion decides
+                    A = np.array(A, dtype=np.float64) if A.dtype.kind != "O" else np.array(A.tolist(), dtype=np.float64)
+                except (TypeError, ValueError):
+                    A = None
+                if A is not None and not np.isinf(A).any():
+                    return self.preprocessor.transform_matrix(A, copy=False)
         cols = self.columns_from_rows(data) if field == "rows" else self.columns_from_instances(data)
         return self.preprocessor.transform(cols)
 

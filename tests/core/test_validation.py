@@ -15,3 +15,30 @@ def test_check_target():
         check_target(["a", "b"], 2, numeric=True)
     with pytest.raises(DataError, match="NaN"):
         check_target([1.0, np.nan], 2, numeric=True)
+
+
+
+@pytest.mark.parametrize("n", [1, 30, 256, 257, 5000])
+def test_check_array_finiteness_is_exact_for_small_and_large_arrays(n):
+    """The small-array shortcut (a Python sum) must agree with the exact scan: a finite sum proves
+    finiteness; overflowing finite values are still accepted; NaN/inf anywhere are still refused."""
+    from core.validation import check_array
+
+    big = np.full((1, n), 1e308)  # finite, but its sum overflows to inf
+    assert check_array(big) is big
+    for bad_value in (np.nan, np.inf, -np.inf):
+        X = np.ones((1, n))
+        X[0, n // 2] = bad_value
+        with pytest.raises(DataError, match="NaN or infinity"):
+            check_array(X)
+    X = np.ones((1, n))
+    X[0, 0] = np.nan
+    assert check_array(X, allow_nan=True) is X
+    X[0, -1] = np.inf if n > 1 else X[0, -1]
+    if n > 1:
+        with pytest.raises(DataError, match="infinity"):
+            check_array(X, allow_nan=True)
+    mixed = np.full((1, n), 1e308)
+    mixed[0, 0] = -np.inf  # an infinity hidden among overflowing finite values
+    with pytest.raises(DataError):
+        check_array(mixed)

@@ -117,3 +117,51 @@ def test_json_formatter_takes_the_request_id_from_context_and_formats_exceptions
     finally:
         request_id_var.reset(token)
     assert doc["msg"] == "failed x" and doc["request_id"] == "ctx-1" and "ValueError: boom" in doc["exc"]
+
+
+def test_direct_access_lines_are_json_in_order_and_none_is_lost(tmp_path, monkeypatch):
+    """The access log's fast sink (RequestRecorder -> BufferedStreamHandler.write_line): every line is one
+    JSON object with the request's fields, and lines written from several threads while the flusher runs
+    are all written, each exactly once."""
+    import os
+    import threading
+
+    from service import observability as obs
+
+    fd = os.open(tmp_path / "access.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    handler = obs.BufferedStreamHandler(fd, interval=0.001)
+    fmt = JsonFormatter()
+    handler.setFormatter(fmt)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    monkeypatch.setattr(obs, "_access_sink", (handler, fmt, [handler]))
+    recorder = obs.RequestRecorder(None, True)
+    scope = {"method": "POST", "path": '/v1/models/m"1/predict', "client": ("10.0.0.7", 1)}
+    try:
+        def work(t):
+            for i in range(3000):
+                recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 0.00125, i, f"rid-{t}-{i}")
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        handler.close()
+        os.close(fd)
+    docs = [orjson.loads(line) for line in (tmp_path / "access.log").read_bytes().splitlines()]
+    assert len(docs) == 12000
+    assert {d["request_id"] for d in docs} == {f"rid-{t}-{i}" for t in range(4) for i in range(3000)}
+    d = docs[0]
+    assert d["path"] == '/v1/models/m"1/predict' and d["msg"].startswith('POST /v1/models/m"1/predict 20')
+    assert d["logger"] == "orchard.access" and d["level"] == "info" and d["duration_ms"] == 1.25
+    assert d["client"] == "10.0.0.7" and d["route"] == "/v1/models/{model_id}/predict"
+    assert len(d["ts"]) == 24 and d["ts"].endswith("Z") and d["ts"][19] == "."
+    for t in range(4):  # each thread's lines stay in the order it wrote them
+        mine = [int(x["request_id"].rsplit("-", 1)[1]) for x in docs if x["request_id"].startswith(f"rid-{t}-")]
+        assert mine == sorted(mine)

@@ -1,0 +1,170 @@
+"""The predict front door (service/api/fastpath.py): same answers and errors as the routed API, its own
+request id, body limit, metrics and access log, and the numeric fast path agreeing with the per-feature path."""
+
+import asyncio
+import logging
+import warnings
+
+import numpy as np
+import orjson
+import pytest
+
+from service.api.fastpath import predict_model_id
+from tests.service.conftest import assert_problem, iris_csv, train, upload_csv
+from tests.service.test_observability import scrape
+
+ROUTE = "/v1/models/{model_id}/predict"
+
+
+@pytest.fixture
+def model(client):
+    ds = upload_csv(client, iris_csv(), name="iris").json()["id"]
+    mid, job = train(client, algorithm="logistic_regression", dataset_id=ds, target="species")
+    assert job["status"] == "succeeded"
+    return mid
+
+
+def test_predict_paths_are_recognised_exactly():
+    assert predict_model_id("/v1/models/mdl_1/predict") == "mdl_1"
+    for path in ("/v1/models//predict", "/v1/models/a/b/predict", "/v1/models/mdl_1/predict/",
+                 "/v1/models/mdl_1/evaluate", "/v2/models/mdl_1/predict"):
+        assert predict_model_id(path) is None, path
+
+
+def test_front_door_answers_with_request_id_metrics_and_access_log(client, model, caplog):
+    url = f"/v1/models/{model}/predict"
+    with caplog.at_level(logging.INFO, logger="orchard.access"):
+        r = client.post(url, json={"rows": [[5.1, 3.5, 1.4, 0.2]]}, headers={"X-Request-ID": "rid-front-1"})
+        bad = client.post(url, json={"rows": [[1.0]]}, headers={"X-Request-ID": "not valid\t"})
+    assert r.status_code == 200 and r.json() == {"predictions": ["setosa"]}
+    assert r.headers["x-request-id"] == "rid-front-1" and r.headers["content-type"] == "application/json"
+    assert_problem(bad, 422, "4 features")
+    assert len(bad.headers["x-request-id"]) == 32 and bad.headers["x-request-id"] != "not valid\t"
+    lines = [orjson.loads(rec.getMessage() and JsonFormatterLine(rec)) for rec in caplog.records
+             if rec.name == "orchard.access"]
+    assert [(d["request_id"], d["route"], d["status"]) for d in lines] == [
+        ("rid-front-1", ROUTE, 200), (bad.headers["x-request-id"], ROUTE, 422)]
+    assert lines[0]["bytes"] == len(r.content) and lines[0]["path"] == url
+    m = scrape(client)
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "200")))] == 1
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "422")))] == 1
+    assert m[("orchard_predicted_rows_total", (("protocol", "v1"),))] == 1
+
+
+def JsonFormatterLine(record) -> bytes:  # noqa: N802 - the line Orchard's formatter writes for a record
+    from service.observability import JsonFormatter
+
+    return JsonFormatter().format(record).encode()
+
+
+def test_a_path_that_is_not_a_predict_path_takes_the_routed_api(client, model):
+    r = client.post(f"/v1/models/{model}/x/predict", json={"rows": [[1, 2, 3, 4]]})
+    assert_problem(r, 404)
+    assert len(r.headers["x-request-id"]) == 32  # the Observability middleware's id
+
+
+def _asgi(app, path, chunks, headers, disconnect=False):
+    """Drive the app directly: ``chunks`` are the body's pieces (streamed, no content-length unless given)."""
+    sent, queue = [], [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
+                       for i, c in enumerate(chunks)]
+    if disconnect:
+        queue = [{"type": "http.disconnect"}]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+    async def receive():
+        return queue.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def test_body_limit_declared_and_streamed_and_client_disconnect(client, model, settings):
+    url = f"/v1/models/{model}/predict"
+    big = settings.max_body_bytes + 1
+    r = client.post(url, content=b" " * big, headers={"content-type": "application/json"})
+    assert_problem(r, 413, "ORCHARD_MAX_BODY_BYTES")
+    # streamed without a content-length: the limit applies to what arrives
+    piece = b" " * (settings.max_body_bytes // 2 + 1)
+    sent = _asgi(client.app, url, [b'{"rows": [[1, 2, 3, 4]]}', piece, piece], [(b"content-type", b"application/json")])
+    assert sent[0]["status"] == 413 and b"ORCHARD_MAX_BODY_BYTES" in sent[1]["body"]
+    assert dict(sent[0]["headers"])[b"content-type"] == b"application/problem+json"
+    # a streamed body within the limit is assembled
+    sent = _asgi(client.app, url, [b'{"rows": [[5.1, 3.5', b', 1.4, 0.2]]}'], [])
+    assert sent[0]["status"] == 200 and orjson.loads(sent[1]["body"]) == {"predictions": ["setosa"]}
+    # the client goes away: nothing is sent, the request is counted as 499
+    assert _asgi(client.app, url, [], [], disconnect=True) == []
+    m = scrape(client)
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "413")))] == 2
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "499")))] == 1
+
+
+def test_unexpected_errors_are_500_problems_and_logged(client, model, monkeypatch, caplog):
+    from service.services import bundle as bundle_mod
+
+    def boom(*a, **k):
+        raise RuntimeError("estimator exploded")
+
+    monkeypatch.setattr(bundle_mod.ModelBundle, "predict_matrix", boom)
+    with caplog.at_level(logging.ERROR, logger="orchard"):
+        r = client.post(f"/v1/models/{model}/predict", json={"rows": [[1, 2, 3, 4]]})
+    body = assert_problem(r, 500, "unexpected")
+    assert "estimator exploded" not in body["detail"]
+    assert any("estimator exploded" in (rec.exc_text or str(rec.exc_info)) for rec in caplog.records)
+
+
+@pytest.mark.parametrize("rows", [
+    [[5, 3, 1, 0]],                      # JSON integers
+    [[5.1, 3.5, 1.4, 0.2], [6, 2.2, 5, 1.5]],
+    [[None, 3.5, None, 0.2]],            # missing -> imputed
+    [[True, 3.5, 1.4, False]],           # booleans -> 1/0
+    [["5.1", 3.5, 1.4, 0.2]],            # numeric text
+    [[1e300, -1e300, 0.0, 1.0]],         # finite extremes
+])
+def test_numeric_fast_path_agrees_with_the_per_feature_path(client, model, rows):
+    bundle = client.app.state.runtime.cache.get(model)
+    fast = bundle.matrix_from_payload(rows, "rows", json_numbers=True)
+    slow = bundle.preprocessor.transform(bundle.columns_from_rows(rows))
+    np.testing.assert_array_equal(fast, slow)
+    via_http = client.post(f"/v1/models/{model}/predict", json={"rows": rows, "return_proba": True}).json()
+    expected = bundle.predict_matrix(slow, return_proba=True)
+    assert via_http["predictions"] == expected["predictions"]
+    np.testing.assert_allclose(via_http["probabilities"], expected["probabilities"], rtol=0, atol=0)
+    named = [dict(zip(bundle.feature_names, r, strict=True)) for r in rows]
+    fast_named = bundle.matrix_from_payload(named, "instances", json_numbers=True)
+    np.testing.assert_array_equal(fast_named, slow)
+
+
+def test_non_finite_values_never_reach_the_estimator(client, model):
+    bundle = client.app.state.runtime.cache.get(model)
+    # not decoded by orjson (json_numbers=False): NaN is a missing value, infinity a named error
+    assert np.isfinite(bundle.matrix_from_payload([[float("nan"), 3.5, 1.4, 0.2]], "rows")).all()
+    with pytest.raises(Exception, match="sepal_length"):
+        bundle.matrix_from_payload([[float("inf"), 3.5, 1.4, 0.2]], "rows")
+    with pytest.raises(Exception, match="sepal_length"):
+        bundle.matrix_from_payload([["inf", 3.5, 1.4, 0.2]], "rows", json_numbers=True)
+    # a finite value that overflows when standardised is refused by the estimator's own check, not predicted
+    # (NumPy's overflow RuntimeWarning is an error under this suite's settings; a server only logs it)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = client.post(f"/v1/models/{model}/predict", json={"rows": [[1e308, -1e308, 0.0, 1.0]]})
+    assert_problem(r, 422, "infinity")
+
+
+def test_an_estimator_refusing_its_input_is_a_client_error_on_every_route(client, model):
+    """A DataError from the estimator (here: a finite value that overflows when standardised) is the
+    client's data, never a 500: 422 problem+json on /v1 predict and evaluate, 400 {"error"} on /v2."""
+    row = [1e308, -1e308, 0.0, 1.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ev = client.post(f"/v1/models/{model}/evaluate", json={"data": {
+            "columns": ["sepal_length", "sepal_width", "petal_length", "petal_width", "species"],
+            "rows": [row + ["setosa"]]}})
+        v2 = client.post(f"/v2/models/{model}/infer",
+                         json={"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": row}]})
+    assert_problem(ev, 422, "infinity")
+    assert v2.status_code == 400 and "infinity" in v2.json()["error"], v2.text
