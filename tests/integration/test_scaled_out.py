@@ -87,3 +87,47 @@ def test_two_replicas_and_a_worker(tmp_path, pg_url, redis_url):
         failed = api2.get(f"/v1/jobs/{r2.json()['job']['id']}").json()
         assert failed["status"] == "failed" and ds2 in failed["error"]["message"]
         assert api1.get(f"/v1/models/{r2.json()['model_id']}").json()["status"] == "failed"
+
+
+def test_a_job_whose_worker_dies_is_failed_by_the_sweep(tmp_path, pg_url, redis_url):
+    """A worker killed mid-job (SIGKILL to it and its work-horse: its machine died) leaves the record
+    `running`; once RQ's heartbeat expiry declares the job abandoned, the API's sweep fails it and its
+    model, with a message. A sweep while the worker is alive leaves the job alone."""
+    import signal
+    import time
+
+    settings = Settings(data_dir=tmp_path / "shared", database_url=pg_url, queue_url=redis_url,
+                        queue_name=f"orchard-test-{uuid.uuid4().hex[:8]}", secret_key="shared-secret",
+                        job_sweep_interval=3600)  # the test drives the sweep itself
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
+    env.update({"PYTHONPATH": str(ROOT), "ORCHARD_DATABASE_URL": settings.database_url,
+                "ORCHARD_QUEUE_URL": settings.queue_url, "ORCHARD_QUEUE_NAME": settings.queue_name,
+                "ORCHARD_SECRET_KEY": settings.secret_key, "ORCHARD_DATA_DIR": str(settings.data_dir)})
+    with TestClient(create_app(settings)) as api:
+        ds = upload_csv(api, iris_csv()).json()["id"]
+        r = api.post("/v1/train", json={"algorithm": "random_forest_classifier", "dataset_id": ds,
+                                        "target": "species", "params": {"n_estimators": 100000}})
+        assert r.status_code == 202, r.text
+        job_id, mid = r.json()["job"]["id"], r.json()["model_id"]
+        worker = subprocess.Popen([sys.executable, "-m", "service.cli", "worker"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while api.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
+                assert time.monotonic() < deadline, "the worker never started the job"
+                time.sleep(0.1)
+            queue = api.app.state.runtime.queue
+            assert queue.sweep() == []  # alive and heart-beating: left alone
+            assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=30)
+            assert queue.sweep() == []  # RQ cannot tell yet: the heartbeat has not expired
+            assert queue.sweep(now=time.time() + 3600) == [job_id]  # an hour later, it has
+        finally:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=30)
+        job = api.get(f"/v1/jobs/{job_id}").json()
+        assert job["status"] == "failed" and "worker running this job was lost" in job["error"]["message"], job
+        assert api.get(f"/v1/models/{mid}").json()["status"] == "failed"
+        assert queue.sweep(now=time.time() + 3600) == []  # already failed: nothing more to do
