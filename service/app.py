@@ -152,6 +152,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         if not settings.queue_url:
             recover_orphans(runtime.meta, runtime.queue.enqueue)
         app.state.runtime = runtime
+        app.predict_front_door.runtime = runtime  # one attribute read per predict, not app.state's lookup
         # Everything loaded so far (modules, NumPy/SciPy, routes) lives as long as the process: move it out of
         # the collector's reach, so that full collections triggered by request garbage do not walk it again
         # and again (measured: up to ~10% of a single-row predict's instructions; docs/decisions/observability.md)
@@ -163,6 +164,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         try:
             yield
         finally:
+            app.predict_front_door.runtime = None
             runtime.queue.shutdown()
             runtime.meta.dispose()
 

@@ -106,9 +106,14 @@ class BufferedStreamHandler(logging.Handler):
         threading.Thread(target=self._flusher, name="orchard-log-flush", daemon=True).start()
         atexit.register(self.flush)
 
+    on_tick = None  # called from the flusher thread every interval (see refresh_access_sink)
+
     def _flusher(self):
         while not self._stop.wait(self.interval):
             self.flush()
+            tick = self.on_tick
+            if tick is not None:
+                tick()
 
     def flush(self):
         buf = self._buf
@@ -178,6 +183,8 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         lg.propagate = True
     # the access log may write its JSON lines straight into this handler while nothing else is attached
     _access_sink = (handler, formatter, [handler]) if fmt == "json" else None
+    handler.on_tick = refresh_access_sink
+    refresh_access_sink()
 
 
 _root = logging.getLogger()
@@ -189,12 +196,17 @@ def _access_fast() -> bool:
             and access_log.isEnabledFor(logging.INFO))
 
 
-def _direct_access_sink():
-    """The handler to write access lines to directly, when the logging setup is still ours; else None."""
+_direct: tuple | None = None  # (handler, formatter) while access lines may go straight into Orchard's handler
+
+
+def refresh_access_sink() -> None:
+    """Decide whether access lines may bypass ``logging`` (the setup is still ours: the root's only handler
+    is Orchard's and the access logger propagates to it at info level). Run by ``configure_logging`` and by
+    the log flusher every interval, so a later change of the logging setup is honoured within that interval;
+    a handler added to the root is noticed at once (``RequestRecorder.record`` also checks their number)."""
+    global _direct
     sink = _access_sink
-    if sink is None or _root.handlers != sink[2] or not _access_fast():
-        return None
-    return sink
+    _direct = sink[:2] if sink is not None and _root.handlers == sink[2] and _access_fast() else None
 
 
 # -- metrics ---------------------------------------------------------------------------------------
@@ -338,20 +350,27 @@ class RequestRecorder:
             by_status = entry[2]
             by_status[status] = by_status.get(status, 0) + 1
         if self.access_log_on:
-            sink = _access_sink
+            direct = _direct
             client = scope.get("client")
-            if sink is not None and _root.handlers == sink[2] and _access_fast():
-                # the formatter's line, built without a LogRecord (several times cheaper)
+            if direct is not None and len(_root.handlers) == 1:
+                # the formatter's line, built without a LogRecord (several times cheaper); constant parts cached
+                key = (method, route)
+                parts = _LINE_PARTS.get(key)
+                if parts is None:
+                    parts = (method.encode(), route.encode())
+                    if len(_LINE_PARTS) < 256:  # methods come from clients: keep the cache bounded
+                        _LINE_PARTS[key] = parts
                 path = orjson.dumps(scope["path"])
-                m = method.encode()
                 now = time.time()
                 sec = int(now)
-                fmt = sink[1]
+                fmt = direct[1]
                 if sec != fmt._sec:
                     fmt._ts(now)  # renews the cached "YYYY-MM-DDTHH:MM:SS" of this second
-                sink[0].write_line(_ACCESS_LINE % (
-                    fmt._prefix_b, int((now - sec) * 1000), m, path[1:-1], status, rid.encode(), m,
-                    path, route.encode(), status, elapsed * 1000, nbytes, (client[0] if client else "").encode()))
+                us = int(elapsed * 1e6)  # integer formatting: %.3f of a float costs more than the rest
+                m = parts[0]
+                direct[0].write_line(_ACCESS_LINE % (
+                    fmt._prefix_b, int((now - sec) * 1000), m, path[1:-1], status, rid.encode(), m, path,
+                    parts[1], status, us // 1000, us % 1000, nbytes, (client[0] if client else "").encode()))
             elif access_log.isEnabledFor(logging.INFO):
                 access_log.info("%s %s %d", method, scope["path"], status, extra={"request_id": rid, "fields": {
                     "method": method, "path": scope["path"], "route": route, "status": status,
@@ -403,4 +422,5 @@ class Observability:
 # One access-log line; every interpolated value is JSON-safe: the path is JSON-encoded, the request id matches
 # _VALID_ID or is hex, methods are HTTP tokens, routes are the app's templates, the client an address.
 _ACCESS_LINE = (b'{"ts":"%s.%03dZ","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
-                b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%.3f,"bytes":%d,"client":"%s"}\n')
+                b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%d.%03d,"bytes":%d,"client":"%s"}\n')
+_LINE_PARTS: dict[tuple[str, str], tuple[bytes, bytes]] = {}

@@ -38,6 +38,7 @@ def predict_model_id(path: str) -> str | None:
 class PredictFrontDoor:
     def __init__(self, get_runtime, observability, on_predict, body_limit: int):
         self.get_runtime = get_runtime
+        self.runtime = None  # set by the app's lifespan
         self.record = observability.record  # metrics + access log of one request
         self.on_predict = on_predict  # optional hook(model_id, n_rows, status): rows predicted
         self.limit = body_limit
@@ -121,7 +122,7 @@ class PredictFrontDoor:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
-        runtime = self.get_runtime()
+        runtime = self.runtime or self.get_runtime()
         return predict_payload(runtime.cache.get(model_id), payload, runtime.settings.max_predict_rows)
 
 

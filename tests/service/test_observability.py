@@ -137,6 +137,9 @@ def test_direct_access_lines_are_json_in_order_and_none_is_lost(tmp_path, monkey
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
     monkeypatch.setattr(obs, "_access_sink", (handler, fmt, [handler]))
+    monkeypatch.setattr(obs, "_direct", None)
+    obs.refresh_access_sink()
+    assert obs._direct is not None  # the setup is Orchard's: lines bypass logging
     recorder = obs.RequestRecorder(None, True)
     scope = {"method": "POST", "path": '/v1/models/m"1/predict', "client": ("10.0.0.7", 1)}
     try:
@@ -165,3 +168,48 @@ def test_direct_access_lines_are_json_in_order_and_none_is_lost(tmp_path, monkey
     for t in range(4):  # each thread's lines stay in the order it wrote them
         mine = [int(x["request_id"].rsplit("-", 1)[1]) for x in docs if x["request_id"].startswith(f"rid-{t}-")]
         assert mine == sorted(mine)
+
+
+def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(tmp_path, monkeypatch):
+    """A handler added to the root (a log shipper, pytest's caplog) sees access lines at once; a setup replaced
+    wholesale is noticed at the flusher's next tick (refresh_access_sink)."""
+    import os
+
+    from service import observability as obs
+
+    fd = os.open(tmp_path / "direct.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    handler = obs.BufferedStreamHandler(fd, interval=3600)
+    fmt = JsonFormatter()
+    handler.setFormatter(fmt)
+    seen = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(fmt.format(record))
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    monkeypatch.setattr(obs, "_access_sink", (handler, fmt, [handler]))
+    monkeypatch.setattr(obs, "_direct", None)
+    recorder = obs.RequestRecorder(None, True)
+    scope = {"method": "GET", "path": "/x", "client": None}
+    try:
+        obs.refresh_access_sink()
+        recorder.record(scope, "/x", 200, 0.001, 1, "direct-1")
+        extra = Collect()
+        root.addHandler(extra)  # noticed at once
+        recorder.record(scope, "/x", 200, 0.001, 1, "both-2")
+        root.handlers[:] = [extra]  # replaced: the next tick turns the direct path off
+        obs.refresh_access_sink()
+        assert obs._direct is None
+        recorder.record(scope, "/x", 200, 0.001, 1, "logging-3")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        handler.close()
+        os.close(fd)
+    direct = [orjson.loads(x)["request_id"] for x in (tmp_path / "direct.log").read_bytes().splitlines()]
+    assert direct == ["direct-1", "both-2"]  # the second through logging into Orchard's handler too
+    assert [orjson.loads(x)["request_id"] for x in seen] == ["both-2", "logging-3"]
