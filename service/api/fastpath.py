@@ -90,7 +90,7 @@ class PredictFrontDoor:
             request_id_var.reset(token)
 
     async def _predict(self, receive, model_id: str, ctype, declared):
-        if ctype is not None:
+        if ctype is not None and ctype != _JSON:
             media = ctype.split(b";", 1)[0].strip().lower()
             if media != _JSON and media:
                 raise UnsupportedMedia(f"content type {media.decode(errors='replace')!r} is not supported here; "

@@ -77,9 +77,9 @@ def predict_payload(bundle, body: object, max_rows: int) -> dict:
     the model."""
     if type(body) is not dict:
         raise invalid(["body"], "the body must be a JSON object with 'instances' or 'rows'")
-    for key in body:
-        if key not in _PREDICT_FIELDS:
-            raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")
+    if not body.keys() <= _PREDICT_FIELDS:
+        key = next(k for k in body if k not in _PREDICT_FIELDS)
+        raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")
     instances, rows = body.get("instances"), body.get("rows")
     if (instances is None) == (rows is None):
         raise invalid(["body", "instances"], "give exactly one of 'instances' or 'rows'")
