@@ -840,9 +840,160 @@ class NodeTable:
         """(n_samples, n_trees) leaf ids; only for X without NaN and trees without categorical nodes."""
         n = X.shape[0]
         out = np.empty((n, self.n_trees), dtype=np.intp)
+        if self._use_coded(n):
+            for a, b in self._coded_blocks(n):
+                C = self._codes(X[a:b])
+                for t in range(self.n_trees):
+                    out[a:b, t] = self._coded_leaves(C, t)
+            return out
         for ts, ss in self._batches(n):
             out[ss, ts] = self._leaves_chunk(X[ss], self.roots[ts])
         return out
+
+    # ------------------------------------------------------------------ coded batch path
+    # Large batches: X is coded once per batch (per feature, the rank of x among all the forest's
+    # distinct thresholds of that feature, so ``x > thr`` <=> ``code > rank(thr)``, exactly), and
+    # each tree is descended on its own, one level per step: node = left[node] + (code > tcode[node]).
+    # The per-tree node arrays stay in cache, the small-int code matrix is read in row order, and a
+    # level costs 3 gathers + 3 element-wise passes.  Pairs that reached a leaf are dropped at a few
+    # levels chosen from the training leaf depths.
+
+    # minimum rows (and (sample, tree) pairs) of a batch for the coded path; rows per block
+    _CODED_MIN_ROWS = 2048
+    _CODED_ROWS = 1 << 16
+
+    def _use_coded(self, n: int) -> bool:
+        return (n >= self._CODED_MIN_ROWS and n * self.n_trees > self._CHUNK_PAIRS
+                and self._coded() is not None)
+
+    def _coded(self):
+        """Tables of the coded path, built on first use (None when it does not apply)."""
+        c = getattr(self, "_coded_cache", False)
+        if c is False:
+            c = self._coded_cache = self._build_coded()
+        return c
+
+    def _build_coded(self):
+        if self.has_cat:
+            return None
+        n_nodes = self.feat0.size
+        ch2 = self.ch2.reshape(n_nodes, 2)
+        num = self.kind == NUMERIC
+        left = ch2[:, 0].copy()  # non-numeric nodes point to themselves
+        if not np.array_equal(ch2[num, 1], left[num] + 1):  # right child = left + 1 (grow_tree, prune_to)
+            return None
+        nid = np.flatnonzero(num)
+        fnum, tnum = self.feat0[nid], self.thr0[nid]
+        if np.isnan(tnum).any():
+            return None
+        order = np.lexsort((tnum, fnum))
+        fs, ts = fnum[order], tnum[order]
+        new = np.ones(fs.size, dtype=bool)
+        new[1:] = (fs[1:] != fs[:-1]) | (ts[1:] != ts[:-1])
+        uid = np.cumsum(new) - 1
+        ufeat, uthr = fs[new], ts[new]
+        n_feat = int(ufeat[-1]) + 1 if ufeat.size else 0
+        ustart = np.searchsorted(ufeat, np.arange(n_feat + 1))  # thresholds of f: uthr[ustart[f]:ustart[f+1]]
+        most = int(np.diff(ustart).max()) if n_feat else 0
+        dt = np.uint16 if most < np.iinfo(np.uint16).max else np.int32
+        tcode = np.full(n_nodes, np.iinfo(dt).max, dtype=dt)  # leaves: no code is larger
+        tcode[nid[order]] = uid - ustart[fs]
+        plans = [(t.max_depth, self._drop_plan(t)) for t in self._trees]
+        return left, tcode, uthr, ustart, dt, plans
+
+    # cost of dropping the finished pairs, per live pair, relative to the cost of one level
+    _DROP_COST = 0.8
+
+    @classmethod
+    def _drop_plan(cls, t: Tree) -> frozenset:
+        """Levels after which finished pairs are dropped: minimises the expected work (one level per
+        live pair and level, ``_DROP_COST`` per live pair and drop) with the training rows' leaf depths
+        as the expected distribution (a pair is seen finished one level after reaching its leaf)."""
+        D = t.max_depth
+        if D < 3:
+            return frozenset()
+        leaf = t.kind == LEAF
+        wd = np.bincount(t.depth[leaf], weights=t.weighted_n_node_samples[leaf], minlength=D + 1)
+        alive = 1.0 - np.cumsum(wd) / max(wd.sum(), _EPS)  # after a drop at level d: alive[d] live
+        alive[0] = 1.0
+        # best[j]: least cost of levels 1..j with a drop after level j; a drop at 0 = the start
+        best = np.zeros(D)
+        prev = np.zeros(D, dtype=np.intp)
+        lv = np.arange(D)
+        for j in range(1, D):
+            i = lv[:j]
+            c = best[:j] + (j - i + cls._DROP_COST) * alive[i]
+            k = int(np.argmin(c))
+            best[j], prev[j] = c[k], k
+        i = lv[: D]
+        j = int(np.argmin(best + (D - 1 - i) * alive[:D]))
+        drops = []
+        while j > 0:
+            drops.append(j)
+            j = int(prev[j])
+        return frozenset(drops)
+
+    def _codes(self, X: np.ndarray) -> np.ndarray:
+        """(n, f) codes: per feature, the number of the forest's thresholds below x (X without NaN)."""
+        _, _, uthr, ustart, dt, _ = self._coded()
+        n, f = X.shape
+        C = np.zeros((n, f), dtype=dt)
+        for j in range(min(f, ustart.size - 1)):
+            u = uthr[ustart[j] : ustart[j + 1]]
+            if u.size == 0:
+                continue
+            col = X[:, j]
+            if u.size <= 32:
+                C[:, j] = np.searchsorted(u, col, side="left")
+            else:  # sorting the column first is ~3x faster than n random binary searches
+                o = np.argsort(col)
+                pos = np.searchsorted(col[o], u, side="right")  # x_sorted[i] > u_k  <=>  i >= pos_k
+                C[o, j] = np.cumsum(np.bincount(pos, minlength=n + 1)[:n])
+        return C
+
+    def _coded_leaves(self, C: np.ndarray, t: int) -> np.ndarray:
+        """Leaf ids (global) of tree ``t`` for the coded rows C (``_codes``)."""
+        left, tcode, _, _, _, plans = self._coded()
+        n, f = C.shape
+        root = int(self.roots[t])
+        depth, drops = plans[t]
+        if depth == 0:
+            return np.full(n, root, dtype=np.intp)
+        Cf = C.ravel()
+        feat0 = self.feat0
+        take = np.take
+        # the first level: every row is at the root
+        node = np.add(C[:, feat0[root]] > tcode[root], left[root], dtype=np.intp)
+        out = None  # allocated at the first drop
+        rowf = np.arange(0, n * f, f, dtype=np.intp)
+        for d in range(1, depth):
+            idx = take(feat0, node)
+            idx += rowf
+            go = take(Cf, idx) > take(tcode, node)
+            prev = node
+            node = take(left, node)
+            node += go
+            if d in drops:
+                moved = node != prev  # leaves point to themselves
+                live = np.flatnonzero(moved)
+                if live.size < node.size:
+                    fin = np.flatnonzero(~moved)
+                    if out is None:
+                        out = np.empty(n, dtype=np.intp)
+                    out[take(rowf, fin) // f] = take(node, fin)
+                    node = take(node, live)
+                    rowf = take(rowf, live)
+                    if not node.size:
+                        break
+        if out is None:
+            return node
+        out[rowf // f] = node
+        return out
+
+    def _coded_blocks(self, n: int):
+        k = -(-n // self._CODED_ROWS)
+        step = -(-n // k)
+        return [(a, min(n, a + step)) for a in range(0, n, step)]
 
     def _leaves_chunk(self, X: np.ndarray, roots=None) -> np.ndarray:
         # one level per iteration for every (sample, tree) pair; pairs that reached a leaf
@@ -980,6 +1131,27 @@ class NodeTable:
             if self.n_trees == 1:
                 return self.value[self.leaves(X)[:, 0]]
             out = np.zeros((n, self.value.shape[1]))
+            if self._use_coded(n):
+                # same summation order as below: per tree group, then groups in order
+                # (value[leaves].sum(axis=1) adds the trees of a group in order when V > 1, and
+                # pairwise along the contiguous tree axis when V == 1)
+                V = self.value.shape[1]
+                v1 = self.value[:, 0] if V == 1 else None
+                for a, b in self._coded_blocks(n):
+                    C = self._codes(X[a:b])
+                    for t0, t1 in self._tree_groups():
+                        if V == 1:
+                            M = np.empty((b - a, t1 - t0))
+                            for j, t in enumerate(range(t0, t1)):
+                                M[:, j] = v1.take(self._coded_leaves(C, t))
+                            out[a:b, 0] += M.sum(axis=1)
+                        else:
+                            g = self.value.take(self._coded_leaves(C, t0), axis=0)
+                            for t in range(t0 + 1, t1):
+                                g += self.value.take(self._coded_leaves(C, t), axis=0)
+                            out[a:b] += g
+                out /= self.n_trees
+                return out
             for ts, ss in self._batches(n):
                 out[ss] += self.value[self._leaves_chunk(X[ss], self.roots[ts])].sum(axis=1)
             out /= self.n_trees
