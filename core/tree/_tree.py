@@ -860,7 +860,7 @@ class NodeTable:
 
     # minimum rows (and (sample, tree) pairs) of a batch for the coded path; rows per block
     _CODED_MIN_ROWS = 2048
-    _CODED_ROWS = 1 << 16
+    _CODED_ROWS = 1 << 17
 
     def _use_coded(self, n: int) -> bool:
         return (n >= self._CODED_MIN_ROWS and n * self.n_trees > self._CHUNK_PAIRS
