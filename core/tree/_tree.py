@@ -208,11 +208,13 @@ def grow_tree(
     else:
         yc = np.asarray(y, dtype=np.intp)
         offset = 0.0
-    # row state: sample index, fraction of the sample (C4.5), weight = sample weight * fraction
+    # row state: sample index, fraction of the sample (C4.5; None while no value is missing: all 1),
+    # weight = sample weight * fraction (never modified in place, so ``w`` itself is the first one)
     r_s = rows
-    r_f = np.ones(rows.size)
-    r_w = w.copy()
+    r_f = np.ones(rows.size) if binned.has_missing else None
+    r_w = w
     r_node = np.zeros(rows.size, dtype=np.intp)  # local node index within the level
+    del rows, w, keep
 
     # node arrays, accumulated per level
     out_feat, out_thr, out_kind, out_val, out_imp, out_n, out_wn, out_depth = ([] for _ in range(8))
@@ -231,7 +233,7 @@ def grow_tree(
             )
         else:
             st = np.bincount(r_node * S + yc[r_s], weights=r_w, minlength=n_level * S).reshape(n_level, S)
-        cnt = np.bincount(r_node, weights=r_f, minlength=n_level)
+        cnt = np.bincount(r_node, weights=r_f, minlength=n_level).astype(np.float64, copy=False)
         Wn = st[:, 0] if regression else st @ np.ones(S)
         if W_root is None:
             W_root = float(Wn[0])
@@ -304,7 +306,8 @@ def grow_tree(
         else:
             n_next = 0
             r_s = r_node = np.zeros(0, dtype=np.intp)
-            r_f = r_w = np.zeros(0)
+            r_w = np.zeros(0)
+            r_f = None if r_f is None else r_w
 
         out_feat.append(feat)
         out_thr.append(thr)
@@ -403,8 +406,9 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     ridx = np.repeat(starts[nodes], lens) + _ranges(lens)
     local = np.repeat(np.arange(N), lens)
     s = r_s[ridx]
-    fr = r_f[ridx]
+    fr = None if r_f is None else r_f[ridx]  # None: every fraction is 1 (counts = row counts)
     wt = r_w[ridx]
+    del ridx
     if mf == codes.shape[1] and (feats == np.arange(mf)).all():
         cg = codes[s]  # (R, mf) small-int codes, every feature in order
     else:
@@ -443,7 +447,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
         pass  # histograms already built feature by feature above
     elif K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
-        cnt_full = np.bincount(flat, weights=np.repeat(fr, mf), minlength=K)
+        cnt_full = np.bincount(flat, weights=None if fr is None else np.repeat(fr, mf), minlength=K)
         U = np.flatnonzero(cnt_full)
         cnt = cnt_full[U]
         if regression:
@@ -457,7 +461,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         U, inv = np.unique(flat, return_inverse=True)
         inv = inv.ravel()
         nU = U.size
-        cnt = np.bincount(inv, weights=np.repeat(fr, mf), minlength=nU)
+        cnt = np.bincount(inv, weights=None if fr is None else np.repeat(fr, mf), minlength=nU)
         if regression:
             st = np.stack(
                 [np.bincount(inv, weights=np.repeat(v, mf), minlength=nU) for v in chan_vals], axis=1
@@ -465,9 +469,14 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         else:
             key = inv * S + np.repeat(yc[s], mf)
             st = np.bincount(key, weights=np.repeat(wt, mf), minlength=nU * S).reshape(nU, S)
+    # the per-row and per-(row, feature) temporaries are not needed any more
+    del s, fr, wt, local, cg
+    comb = flat = key = inv = chan_vals = cnt_full = None
+    cnt = cnt.astype(np.float64, copy=False)
     nU = U.size
     seg = U // Bp1
     code = U % Bp1
+    del U
     enode = seg // mf  # local node of entry
     eslot = seg % mf
     efeat = feats[enode, eslot]
@@ -483,18 +492,26 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     seg_id = np.cumsum(new_seg) - 1
     seg_end = np.r_[seg_start[1:], nU] - 1
     known = ~miss
-    st_k = np.where(known[:, None], st, 0.0)
-    cnt_k = np.where(known, cnt, 0.0)
-    cs = np.cumsum(st_k, axis=0)
-    cc = np.cumsum(cnt_k)
+    # cumulative sums of the known entries (in place: the same values as out of place)
+    cs = np.where(known[:, None], st, 0.0)
+    np.cumsum(cs, axis=0, out=cs)
+    cc = np.where(known, cnt, 0.0)
+    np.cumsum(cc, out=cc)
     base = np.where((seg_start > 0)[:, None], cs[np.maximum(seg_start - 1, 0)], 0.0)
     cbase = np.where(seg_start > 0, cc[np.maximum(seg_start - 1, 0)], 0.0)
-    left = cs - base[seg_id]
-    cleft = cc - cbase[seg_id]
-    tot = left[seg_end][seg_id]
-    ctot = cleft[seg_end][seg_id]
+    left = cs
+    left -= base[seg_id]
+    cleft = cc
+    cleft -= cbase[seg_id]
+    del cs, cc, base, cbase
+    last = seg_end[seg_id]
+    tot = left[last]
+    ctot = cleft[last]
+    del last
     right = tot - left
-    cright = ctot - cleft
+    cright = ctot
+    cright -= cleft
+    del ctot
     WL = left[:, 0] if regression else left @ onesS
     Wk = tot[:, 0] if regression else tot @ onesS
     WR = Wk - WL
@@ -511,6 +528,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         impL = impurity(left, criterion)
         impR = impurity(right, criterion)
         impK = impurity(tot, criterion)
+    del left, right, tot
     with np.errstate(divide="ignore", invalid="ignore"):
         F = np.where(Wnode > 0, Wk / Wnode, 0.0)
         # numeric candidates
@@ -683,13 +701,22 @@ def _wad(M: np.ndarray, ys: np.ndarray, ws: np.ndarray):
 
 def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_children, level_fracs,
                 n_level, next_id):
-    """Send each row of a split node to its child; rows missing the split feature go to every child."""
+    """Send each row of a split node to its child; rows missing the split feature go to every child.
+
+    Returns the row state of the next level, sorted by child (stable).  ``r_f`` is None while no
+    value is missing (every fraction is 1).
+    """
     is_split = kind[r_node] != LEAF
-    r_s, r_f, r_w, r_node = r_s[is_split], r_f[is_split], r_w[is_split], r_node[is_split]
+    if not is_split.all():
+        sel = np.flatnonzero(is_split)
+        r_s, r_w, r_node = r_s[sel], r_w[sel], r_node[sel]
+        r_f = None if r_f is None else r_f[sel]
+        del sel
+    del is_split
     # per-node routing tables (local node ids)
     code_thr = np.full(n_level, -1, dtype=np.int64)
     code_thr[split["node"]] = np.where(split["cat"], -1, split["code"])
-    c = codes[r_s, feat[r_node]].astype(np.int64)
+    c = codes[r_s, feat[r_node]]  # small-int codes
     miss = c == mcode
     # CSR of children (global ids, -1 absent) per node
     nch = np.array([0 if lc is None else lc.size for lc in level_children], dtype=np.intp)
@@ -698,29 +725,42 @@ def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_ch
     ch = np.concatenate([lc for lc in level_children if lc is not None])
     fr = np.concatenate([lf for lf in level_fracs if lf is not None])
     numeric = kind[r_node] == NUMERIC
-    child = np.empty(r_s.size, dtype=np.intp)
-    go_right = (c > code_thr[r_node]).astype(np.intp)
-    child[numeric] = ch[ptr[r_node[numeric]] + go_right[numeric]]
-    cat = ~numeric & ~miss
-    child[cat] = ch[ptr[r_node[cat]] + c[cat]]
+    if numeric.all():
+        pos = ptr[r_node]
+        pos += c > code_thr[r_node]
+        child = ch[pos]
+        del pos
+    else:
+        child = np.empty(r_s.size, dtype=np.intp)
+        go_right = (c > code_thr[r_node]).astype(np.intp)
+        child[numeric] = ch[ptr[r_node[numeric]] + go_right[numeric]]
+        del go_right
+        cat = ~numeric & ~miss
+        child[cat] = ch[ptr[r_node[cat]] + c[cat]]
+        del cat
+    del numeric
+    if not miss.any():
+        order = np.argsort(child, kind="stable")
+        child = child[order]
+        child -= next_id
+        return r_s[order], (None if r_f is None else r_f[order]), r_w[order], child
     known = ~miss
     k_s, k_f, k_w, k_c = r_s[known], r_f[known], r_w[known], child[known]
-    if miss.any():
-        m_s, m_f, m_w, m_n = r_s[miss], r_f[miss], r_w[miss], r_node[miss]
-        counts = nch[m_n]
-        pos = np.repeat(ptr[m_n], counts) + _ranges(counts)
-        cc = ch[pos]
-        ff = fr[pos]
-        ok = cc >= 0
-        e_s = np.repeat(m_s, counts)[ok]
-        e_f = (np.repeat(m_f, counts) * ff)[ok]
-        e_w = (np.repeat(m_w, counts) * ff)[ok]
-        e_c = cc[ok]
-        pos_ok = e_w > 0
-        k_s = np.concatenate([k_s, e_s[pos_ok]])
-        k_f = np.concatenate([k_f, e_f[pos_ok]])
-        k_w = np.concatenate([k_w, e_w[pos_ok]])
-        k_c = np.concatenate([k_c, e_c[pos_ok]])
+    m_s, m_f, m_w, m_n = r_s[miss], r_f[miss], r_w[miss], r_node[miss]
+    counts = nch[m_n]
+    pos = np.repeat(ptr[m_n], counts) + _ranges(counts)
+    cc = ch[pos]
+    ff = fr[pos]
+    ok = cc >= 0
+    e_s = np.repeat(m_s, counts)[ok]
+    e_f = (np.repeat(m_f, counts) * ff)[ok]
+    e_w = (np.repeat(m_w, counts) * ff)[ok]
+    e_c = cc[ok]
+    pos_ok = e_w > 0
+    k_s = np.concatenate([k_s, e_s[pos_ok]])
+    k_f = np.concatenate([k_f, e_f[pos_ok]])
+    k_w = np.concatenate([k_w, e_w[pos_ok]])
+    k_c = np.concatenate([k_c, e_c[pos_ok]])
     order = np.argsort(k_c, kind="stable")
     return k_s[order], k_f[order], k_w[order], k_c[order] - next_id
 
