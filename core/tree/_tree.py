@@ -796,6 +796,11 @@ class NodeTable:
         self.thr0 = np.concatenate([np.where(t.kind == NUMERIC, t.threshold, np.inf) for t in trees])
         self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_coded_cache", None)  # rebuilt on the first large batch after loading
+        return state
+
     @staticmethod
     def _tree_ch2(t: Tree, o: int) -> np.ndarray:
         """Interleaved (left, right) global child ids of one tree; non-numeric nodes point to self."""
@@ -901,6 +906,10 @@ class NodeTable:
     # minimum rows (and (sample, tree) pairs) of a batch for the coded path; rows per block
     _CODED_MIN_ROWS = 2048
     _CODED_ROWS = 1 << 17
+
+    def prepare_batch(self) -> None:
+        """Build the coded path's tables now (estimators call it at fit time) rather than lazily."""
+        self._coded()
 
     def _use_coded(self, n: int) -> bool:
         return (n >= self._CODED_MIN_ROWS and n * self.n_trees > self._CHUNK_PAIRS
@@ -1179,16 +1188,17 @@ class NodeTable:
                 v1 = self.value[:, 0] if V == 1 else None
                 for a, b in self._coded_blocks(n):
                     C = self._codes(X[a:b])
+                    lv = self._coded_leaves
                     for t0, t1 in self._tree_groups():
                         if V == 1:
                             M = np.empty((b - a, t1 - t0))
                             for j, t in enumerate(range(t0, t1)):
-                                M[:, j] = v1.take(self._coded_leaves(C, t))
+                                M[:, j] = v1.take(lv(C, t))
                             out[a:b, 0] += M.sum(axis=1)
                         else:
-                            g = self.value.take(self._coded_leaves(C, t0), axis=0)
+                            g = self.value.take(lv(C, t0), axis=0)
                             for t in range(t0 + 1, t1):
-                                g += self.value.take(self._coded_leaves(C, t), axis=0)
+                                g += self.value.take(lv(C, t), axis=0)
                             out[a:b] += g
                 out /= self.n_trees
                 return out

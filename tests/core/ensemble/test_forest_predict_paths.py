@@ -123,3 +123,15 @@ def test_coded_path_not_used_for_missing_or_categorical():
     mc = RFC(n_estimators=25, max_features=None, random_state=0).fit(Xc, y, categorical_features=[3])
     assert mc._table.has_cat and mc._table._coded() is None
     assert not mc._table._use_coded(3000)
+
+
+def test_coded_tables_built_at_fit_and_not_pickled():
+    import pickle
+
+    X, y, _ = _data(3000)
+    m = RFC(n_estimators=25, random_state=0).fit(X, y)
+    assert m._table.__dict__.get("_coded_cache") is not None  # built by fit
+    m2 = pickle.loads(pickle.dumps(m))
+    assert "_coded_cache" not in m2._table.__dict__
+    np.testing.assert_array_equal(m2.predict_proba(X), m.predict_proba(X))
+    assert m2._table.__dict__.get("_coded_cache") is not None  # rebuilt by the large batch
