@@ -794,12 +794,45 @@ class NodeTable:
         self.feat0 = np.concatenate(
             [np.where(t.kind == LEAF, 0, t.feature).astype(np.intp) for t in trees])
         self.thr0 = np.concatenate([np.where(t.kind == NUMERIC, t.threshold, np.inf) for t in trees])
-        self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
+        # children: the right child of a numeric node is left + 1 (grow_tree numbers siblings
+        # consecutively; prune_to keeps that), so one array ``left`` (non-numeric nodes point to
+        # themselves) gives child = left[node] + (x > thr); interleaved pairs otherwise
+        lefts = [self._tree_left(t, o) for t, o in zip(trees, offs[:-1], strict=True)]
+        if all(lf is not None for lf in lefts):
+            self.left, self.ch2 = np.concatenate(lefts), None
+        else:
+            self.left = None
+            self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
+        del lefts
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_coded_cache", None)  # rebuilt on the first large batch after loading
         return state
+
+    @staticmethod
+    def _tree_left(t: Tree, o: int) -> np.ndarray | None:
+        """Global left-child ids of one tree (non-numeric nodes: themselves); None if a numeric
+        node's right child is not left + 1."""
+        ids = np.arange(t.node_count, dtype=np.intp) + o
+        num = t.kind == NUMERIC
+        if not num.any():
+            return ids
+        first = t.child_ptr[:-1][num]
+        lc = t.children[first].astype(np.intp)
+        if not np.array_equal(t.children[first + 1], lc + 1):
+            return None
+        ids[num] = lc + o
+        return ids
+
+    def _child(self, node: np.ndarray, go: np.ndarray) -> np.ndarray:
+        """Child ids of numeric nodes (go: right); non-numeric nodes with go False stay."""
+        left = getattr(self, "left", None)
+        if left is not None:
+            out = left[node]
+            out += go
+            return out
+        return self.ch2[2 * node + go]
 
     @staticmethod
     def _tree_ch2(t: Tree, o: int) -> np.ndarray:
@@ -926,27 +959,30 @@ class NodeTable:
         if self.has_cat:
             return None
         n_nodes = self.feat0.size
-        ch2 = self.ch2.reshape(n_nodes, 2)
+        left = getattr(self, "left", None)  # None: some right child is not left + 1
+        if left is None:
+            return None
         num = self.kind == NUMERIC
-        left = ch2[:, 0].copy()  # non-numeric nodes point to themselves
-        if not np.array_equal(ch2[num, 1], left[num] + 1):  # right child = left + 1 (grow_tree, prune_to)
+        if np.isnan(self.thr0[num]).any():
             return None
-        nid = np.flatnonzero(num)
-        fnum, tnum = self.feat0[nid], self.thr0[nid]
-        if np.isnan(tnum).any():
-            return None
-        order = np.lexsort((tnum, fnum))
-        fs, ts = fnum[order], tnum[order]
-        new = np.ones(fs.size, dtype=bool)
-        new[1:] = (fs[1:] != fs[:-1]) | (ts[1:] != ts[:-1])
-        uid = np.cumsum(new) - 1
-        ufeat, uthr = fs[new], ts[new]
-        n_feat = int(ufeat[-1]) + 1 if ufeat.size else 0
-        ustart = np.searchsorted(ufeat, np.arange(n_feat + 1))  # thresholds of f: uthr[ustart[f]:ustart[f+1]]
+        # per feature: the sorted distinct thresholds, and each node's rank among them (small
+        # per-feature temporaries: this runs at fit time for forests)
+        n_feat = int(self.feat0[num].max()) + 1 if num.any() else 0
+        uths, ranks = [], []
+        for j in range(n_feat):
+            nid = np.flatnonzero(num & (self.feat0 == j))
+            u, r = np.unique(self.thr0[nid], return_inverse=True)
+            uths.append(u)
+            ranks.append((nid, r))
+        ustart = np.zeros(n_feat + 1, dtype=np.intp)  # thresholds of f: uthr[ustart[f]:ustart[f+1]]
+        np.cumsum([u.size for u in uths], out=ustart[1:])
+        uthr = np.concatenate(uths) if uths else np.zeros(0)
         most = int(np.diff(ustart).max()) if n_feat else 0
         dt = np.uint16 if most < np.iinfo(np.uint16).max else np.int32
         tcode = np.full(n_nodes, np.iinfo(dt).max, dtype=dt)  # leaves: no code is larger
-        tcode[nid[order]] = uid - ustart[fs]
+        for nid, r in ranks:
+            tcode[nid] = r
+        del uths, ranks
         plans = [(t.max_depth, self._drop_plan(t)) for t in self._trees]
         return left, tcode, uthr, ustart, dt, plans
 
@@ -1056,23 +1092,32 @@ class NodeTable:
         act = None
         Xf = X.ravel()
         feat0, thr0, ch2, leaf = self.feat0, self.thr0, self.ch2, self.is_leaf
+        left = getattr(self, "left", None)
         take = np.take
         if n * T <= 4096:  # small batches (single rows): no compaction bookkeeping
             for _ in range(self.max_depth):
                 idx = take(feat0, node)
                 idx += rowbase
                 go = take(Xf, idx) > take(thr0, node)
-                node *= 2
-                node += go
-                node = take(ch2, node)
+                if left is not None:
+                    node = take(left, node)
+                    node += go
+                else:
+                    node *= 2
+                    node += go
+                    node = take(ch2, node)
             return node.reshape(n, T)
         for d in range(self.max_depth):
             idx = take(feat0, node)
             idx += rowbase
             go = take(Xf, idx) > take(thr0, node)
-            node *= 2
-            node += go
-            node = take(ch2, node)
+            if left is not None:
+                node = take(left, node)
+                node += go
+            else:
+                node *= 2
+                node += go
+                node = take(ch2, node)
             if d % self._COMPACT_EVERY == self._COMPACT_EVERY - 1 and d + 1 < self.max_depth:
                 lf = take(leaf, node)
                 if lf.any():
@@ -1128,7 +1173,7 @@ class NodeTable:
             k = self.kind[node]
             child = np.full(s.size, -1, dtype=np.intp)
             num = (k == NUMERIC) & ~miss
-            child[num] = self.ch2[2 * node[num] + (x[num] > self.thr0[node[num]])]
+            child[num] = self._child(node[num], x[num] > self.thr0[node[num]])
             cat = (k == CATEGORICAL) & ~miss
             if cat.any():
                 xc = x[cat]
