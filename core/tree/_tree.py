@@ -1022,19 +1022,21 @@ class NodeTable:
         """(n, f) codes: per feature, the number of the forest's thresholds below x (X without NaN)."""
         _, _, uthr, ustart, dt, _ = self._coded()
         n, f = X.shape
-        C = np.zeros((n, f), dtype=dt)
+        XT = np.ascontiguousarray(X.T)  # feature-major while ranking, row-major for the descent
+        CT = np.zeros((f, n), dtype=dt)
         for j in range(min(f, ustart.size - 1)):
             u = uthr[ustart[j] : ustart[j + 1]]
             if u.size == 0:
                 continue
-            col = X[:, j]
+            col = XT[j]
             if u.size <= 32:
-                C[:, j] = np.searchsorted(u, col, side="left")
+                CT[j] = np.searchsorted(u, col, side="left")
             else:  # sorting the column first is ~3x faster than n random binary searches
                 o = np.argsort(col)
                 pos = np.searchsorted(col[o], u, side="right")  # x_sorted[i] > u_k  <=>  i >= pos_k
-                C[o, j] = np.cumsum(np.bincount(pos, minlength=n + 1)[:n])
-        return C
+                CT[j][o] = np.cumsum(np.bincount(pos, minlength=n + 1)[:n])
+        del XT
+        return np.ascontiguousarray(CT.T)
 
     def _coded_leaves(self, C: np.ndarray, t: int) -> np.ndarray:
         """Leaf ids (global) of tree ``t`` for the coded rows C (``_codes``)."""
