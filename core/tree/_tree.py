@@ -936,8 +936,10 @@ class NodeTable:
     # level costs 3 gathers + 3 element-wise passes.  Pairs that reached a leaf are dropped at a few
     # levels chosen from the training leaf depths.
 
-    # minimum rows (and (sample, tree) pairs) of a batch for the coded path; rows per block
+    # minimum rows (and (sample, tree) pairs) of a batch and trees for the coded path (ranking X
+    # costs about as much as descending 4-5 trees); rows per block
     _CODED_MIN_ROWS = 2048
+    _CODED_MIN_TREES = 5
     _CODED_ROWS = 1 << 17
 
     def prepare_batch(self) -> None:
@@ -945,8 +947,8 @@ class NodeTable:
         self._coded()
 
     def _use_coded(self, n: int) -> bool:
-        return (n >= self._CODED_MIN_ROWS and n * self.n_trees > self._CHUNK_PAIRS
-                and self._coded() is not None)
+        return (n >= self._CODED_MIN_ROWS and self.n_trees >= self._CODED_MIN_TREES
+                and n * self.n_trees > self._CHUNK_PAIRS and self._coded() is not None)
 
     def _coded(self):
         """Tables of the coded path, built on first use (None when it does not apply)."""

@@ -77,6 +77,7 @@ def test_coded_path_equals_levelwise_path_regressor_and_tree():
     Xb, yb, _ = _data(8000, 3, seed=3)
     t = DTC(splitter="exact", random_state=0).fit(Xb, yb)
     t._table._CHUNK_PAIRS = 4096  # a single tree takes the coded path from 4096 rows on here
+    t._table._CODED_MIN_TREES = 1
     assert t._table._coded()[4] == np.uint16
     Xq = _probe_rows(t._table, Xb, np.random.default_rng(4))
     coded, plain = _both(t._table, Xq, lambda tb, Z: tb.mean_value(Z))
