@@ -162,8 +162,8 @@ def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y
     if binned is None:
         binned = bin_features(X, is_cat, hist=use_hist(p, n), max_bins=p["max_bins"], rng=rng)
     tree = grow_tree(
-        binned, grow_rows, w[grow_rows], y, criterion=criterion, n_classes=n_classes, rng=rng,
-        y_raw=y_raw, **settings,
+        binned, grow_rows, w if val_rows is None else w[grow_rows], y, criterion=criterion,
+        n_classes=n_classes, rng=rng, y_raw=y_raw, **settings,
     )
     if val_rows is not None and val_rows.size:
         tree = reduced_error_prune(tree, X[val_rows], y[val_rows], w[val_rows], regression=regression)

@@ -72,13 +72,15 @@ def resolve_categorical(categorical_features, n_features: int) -> np.ndarray:
 def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int,
                  rng: np.random.Generator | None = None) -> Binned:
     n, f = X.shape
-    nan = np.isnan(X)
-    has_missing = bool(nan.any())
-    codes_list, lo_list, hi_list = [], [], []
+    has_missing = False
+    codes_list, lo_list, hi_list, miss_list = [], [], [], []
     n_bins = np.zeros(f, dtype=np.intp)
     for j in range(f):
         col = X[:, j]
-        known = ~nan[:, j]
+        nan = np.isnan(col)
+        miss_list.append(np.flatnonzero(nan) if nan.any() else None)
+        has_missing |= miss_list[-1] is not None
+        known = ~nan
         x = col[known]
         code = np.zeros(n, dtype=np.int64)  # per-feature temporary
         if is_cat[j]:
@@ -116,7 +118,8 @@ def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int
                 lo = hi = uniq
         n_bins[j] = k
         # compact per-feature codes (missing rows are overwritten with the global missing code below)
-        codes_list.append(code.astype(np.uint16 if k < 65535 else np.int32))
+        codes_list.append(code.astype(np.uint8 if k <= 255 else np.uint16 if k < 65535 else np.int32))
+        del code, known, nan
         lo_list.append(lo)
         hi_list.append(hi)
     B = int(n_bins.max()) if f else 1
@@ -125,10 +128,12 @@ def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int
     for j in range(f):
         bin_lo[j, : n_bins[j]] = lo_list[j]
         bin_hi[j, : n_bins[j]] = hi_list[j]
-    dtype = np.uint8 if B < 255 else (np.uint16 if B < 65535 else np.int32)
+    # codes 0..B-1 and the missing code B
+    dtype = np.uint8 if B <= 255 else (np.uint16 if B <= 65535 else np.int32)
     codes = np.empty((n, f), dtype=dtype)
     for j in range(f):
         codes[:, j] = codes_list[j]
         codes_list[j] = None
-        codes[nan[:, j], j] = B
+        if miss_list[j] is not None:
+            codes[miss_list[j], j] = B
     return Binned(codes, n_bins, bin_lo, bin_hi, is_cat.copy(), B, has_missing)

@@ -208,11 +208,13 @@ def grow_tree(
     else:
         yc = np.asarray(y, dtype=np.intp)
         offset = 0.0
-    # row state: sample index, fraction of the sample (C4.5), weight = sample weight * fraction
+    # row state: sample index, fraction of the sample (C4.5; None while no value is missing: all 1),
+    # weight = sample weight * fraction (never modified in place, so ``w`` itself is the first one)
     r_s = rows
-    r_f = np.ones(rows.size)
-    r_w = w.copy()
+    r_f = np.ones(rows.size) if binned.has_missing else None
+    r_w = w
     r_node = np.zeros(rows.size, dtype=np.intp)  # local node index within the level
+    del rows, w, keep
 
     # node arrays, accumulated per level
     out_feat, out_thr, out_kind, out_val, out_imp, out_n, out_wn, out_depth = ([] for _ in range(8))
@@ -231,7 +233,7 @@ def grow_tree(
             )
         else:
             st = np.bincount(r_node * S + yc[r_s], weights=r_w, minlength=n_level * S).reshape(n_level, S)
-        cnt = np.bincount(r_node, weights=r_f, minlength=n_level)
+        cnt = np.bincount(r_node, weights=r_f, minlength=n_level).astype(np.float64, copy=False)
         Wn = st[:, 0] if regression else st @ np.ones(S)
         if W_root is None:
             W_root = float(Wn[0])
@@ -304,7 +306,8 @@ def grow_tree(
         else:
             n_next = 0
             r_s = r_node = np.zeros(0, dtype=np.intp)
-            r_f = r_w = np.zeros(0)
+            r_w = np.zeros(0)
+            r_f = None if r_f is None else r_w
 
         out_feat.append(feat)
         out_thr.append(thr)
@@ -403,8 +406,9 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     ridx = np.repeat(starts[nodes], lens) + _ranges(lens)
     local = np.repeat(np.arange(N), lens)
     s = r_s[ridx]
-    fr = r_f[ridx]
+    fr = None if r_f is None else r_f[ridx]  # None: every fraction is 1 (counts = row counts)
     wt = r_w[ridx]
+    del ridx
     if mf == codes.shape[1] and (feats == np.arange(mf)).all():
         cg = codes[s]  # (R, mf) small-int codes, every feature in order
     else:
@@ -443,7 +447,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
         pass  # histograms already built feature by feature above
     elif K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
-        cnt_full = np.bincount(flat, weights=np.repeat(fr, mf), minlength=K)
+        cnt_full = np.bincount(flat, weights=None if fr is None else np.repeat(fr, mf), minlength=K)
         U = np.flatnonzero(cnt_full)
         cnt = cnt_full[U]
         if regression:
@@ -457,7 +461,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         U, inv = np.unique(flat, return_inverse=True)
         inv = inv.ravel()
         nU = U.size
-        cnt = np.bincount(inv, weights=np.repeat(fr, mf), minlength=nU)
+        cnt = np.bincount(inv, weights=None if fr is None else np.repeat(fr, mf), minlength=nU)
         if regression:
             st = np.stack(
                 [np.bincount(inv, weights=np.repeat(v, mf), minlength=nU) for v in chan_vals], axis=1
@@ -465,9 +469,14 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         else:
             key = inv * S + np.repeat(yc[s], mf)
             st = np.bincount(key, weights=np.repeat(wt, mf), minlength=nU * S).reshape(nU, S)
+    # the per-row and per-(row, feature) temporaries are not needed any more
+    del s, fr, wt, local, cg
+    comb = flat = key = inv = chan_vals = cnt_full = None
+    cnt = cnt.astype(np.float64, copy=False)
     nU = U.size
     seg = U // Bp1
     code = U % Bp1
+    del U
     enode = seg // mf  # local node of entry
     eslot = seg % mf
     efeat = feats[enode, eslot]
@@ -483,18 +492,26 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     seg_id = np.cumsum(new_seg) - 1
     seg_end = np.r_[seg_start[1:], nU] - 1
     known = ~miss
-    st_k = np.where(known[:, None], st, 0.0)
-    cnt_k = np.where(known, cnt, 0.0)
-    cs = np.cumsum(st_k, axis=0)
-    cc = np.cumsum(cnt_k)
+    # cumulative sums of the known entries (in place: the same values as out of place)
+    cs = np.where(known[:, None], st, 0.0)
+    np.cumsum(cs, axis=0, out=cs)
+    cc = np.where(known, cnt, 0.0)
+    np.cumsum(cc, out=cc)
     base = np.where((seg_start > 0)[:, None], cs[np.maximum(seg_start - 1, 0)], 0.0)
     cbase = np.where(seg_start > 0, cc[np.maximum(seg_start - 1, 0)], 0.0)
-    left = cs - base[seg_id]
-    cleft = cc - cbase[seg_id]
-    tot = left[seg_end][seg_id]
-    ctot = cleft[seg_end][seg_id]
+    left = cs
+    left -= base[seg_id]
+    cleft = cc
+    cleft -= cbase[seg_id]
+    del cs, cc, base, cbase
+    last = seg_end[seg_id]
+    tot = left[last]
+    ctot = cleft[last]
+    del last
     right = tot - left
-    cright = ctot - cleft
+    cright = ctot
+    cright -= cleft
+    del ctot
     WL = left[:, 0] if regression else left @ onesS
     Wk = tot[:, 0] if regression else tot @ onesS
     WR = Wk - WL
@@ -511,6 +528,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         impL = impurity(left, criterion)
         impR = impurity(right, criterion)
         impK = impurity(tot, criterion)
+    del left, right, tot
     with np.errstate(divide="ignore", invalid="ignore"):
         F = np.where(Wnode > 0, Wk / Wnode, 0.0)
         # numeric candidates
@@ -683,13 +701,22 @@ def _wad(M: np.ndarray, ys: np.ndarray, ws: np.ndarray):
 
 def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_children, level_fracs,
                 n_level, next_id):
-    """Send each row of a split node to its child; rows missing the split feature go to every child."""
+    """Send each row of a split node to its child; rows missing the split feature go to every child.
+
+    Returns the row state of the next level, sorted by child (stable).  ``r_f`` is None while no
+    value is missing (every fraction is 1).
+    """
     is_split = kind[r_node] != LEAF
-    r_s, r_f, r_w, r_node = r_s[is_split], r_f[is_split], r_w[is_split], r_node[is_split]
+    if not is_split.all():
+        sel = np.flatnonzero(is_split)
+        r_s, r_w, r_node = r_s[sel], r_w[sel], r_node[sel]
+        r_f = None if r_f is None else r_f[sel]
+        del sel
+    del is_split
     # per-node routing tables (local node ids)
     code_thr = np.full(n_level, -1, dtype=np.int64)
     code_thr[split["node"]] = np.where(split["cat"], -1, split["code"])
-    c = codes[r_s, feat[r_node]].astype(np.int64)
+    c = codes[r_s, feat[r_node]]  # small-int codes
     miss = c == mcode
     # CSR of children (global ids, -1 absent) per node
     nch = np.array([0 if lc is None else lc.size for lc in level_children], dtype=np.intp)
@@ -698,29 +725,42 @@ def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_ch
     ch = np.concatenate([lc for lc in level_children if lc is not None])
     fr = np.concatenate([lf for lf in level_fracs if lf is not None])
     numeric = kind[r_node] == NUMERIC
-    child = np.empty(r_s.size, dtype=np.intp)
-    go_right = (c > code_thr[r_node]).astype(np.intp)
-    child[numeric] = ch[ptr[r_node[numeric]] + go_right[numeric]]
-    cat = ~numeric & ~miss
-    child[cat] = ch[ptr[r_node[cat]] + c[cat]]
+    if numeric.all():
+        pos = ptr[r_node]
+        pos += c > code_thr[r_node]
+        child = ch[pos]
+        del pos
+    else:
+        child = np.empty(r_s.size, dtype=np.intp)
+        go_right = (c > code_thr[r_node]).astype(np.intp)
+        child[numeric] = ch[ptr[r_node[numeric]] + go_right[numeric]]
+        del go_right
+        cat = ~numeric & ~miss
+        child[cat] = ch[ptr[r_node[cat]] + c[cat]]
+        del cat
+    del numeric
+    if not miss.any():
+        order = np.argsort(child, kind="stable")
+        child = child[order]
+        child -= next_id
+        return r_s[order], (None if r_f is None else r_f[order]), r_w[order], child
     known = ~miss
     k_s, k_f, k_w, k_c = r_s[known], r_f[known], r_w[known], child[known]
-    if miss.any():
-        m_s, m_f, m_w, m_n = r_s[miss], r_f[miss], r_w[miss], r_node[miss]
-        counts = nch[m_n]
-        pos = np.repeat(ptr[m_n], counts) + _ranges(counts)
-        cc = ch[pos]
-        ff = fr[pos]
-        ok = cc >= 0
-        e_s = np.repeat(m_s, counts)[ok]
-        e_f = (np.repeat(m_f, counts) * ff)[ok]
-        e_w = (np.repeat(m_w, counts) * ff)[ok]
-        e_c = cc[ok]
-        pos_ok = e_w > 0
-        k_s = np.concatenate([k_s, e_s[pos_ok]])
-        k_f = np.concatenate([k_f, e_f[pos_ok]])
-        k_w = np.concatenate([k_w, e_w[pos_ok]])
-        k_c = np.concatenate([k_c, e_c[pos_ok]])
+    m_s, m_f, m_w, m_n = r_s[miss], r_f[miss], r_w[miss], r_node[miss]
+    counts = nch[m_n]
+    pos = np.repeat(ptr[m_n], counts) + _ranges(counts)
+    cc = ch[pos]
+    ff = fr[pos]
+    ok = cc >= 0
+    e_s = np.repeat(m_s, counts)[ok]
+    e_f = (np.repeat(m_f, counts) * ff)[ok]
+    e_w = (np.repeat(m_w, counts) * ff)[ok]
+    e_c = cc[ok]
+    pos_ok = e_w > 0
+    k_s = np.concatenate([k_s, e_s[pos_ok]])
+    k_f = np.concatenate([k_f, e_f[pos_ok]])
+    k_w = np.concatenate([k_w, e_w[pos_ok]])
+    k_c = np.concatenate([k_c, e_c[pos_ok]])
     order = np.argsort(k_c, kind="stable")
     return k_s[order], k_f[order], k_w[order], k_c[order] - next_id
 
@@ -754,7 +794,45 @@ class NodeTable:
         self.feat0 = np.concatenate(
             [np.where(t.kind == LEAF, 0, t.feature).astype(np.intp) for t in trees])
         self.thr0 = np.concatenate([np.where(t.kind == NUMERIC, t.threshold, np.inf) for t in trees])
-        self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
+        # children: the right child of a numeric node is left + 1 (grow_tree numbers siblings
+        # consecutively; prune_to keeps that), so one array ``left`` (non-numeric nodes point to
+        # themselves) gives child = left[node] + (x > thr); interleaved pairs otherwise
+        lefts = [self._tree_left(t, o) for t, o in zip(trees, offs[:-1], strict=True)]
+        if all(lf is not None for lf in lefts):
+            self.left, self.ch2 = np.concatenate(lefts), None
+        else:
+            self.left = None
+            self.ch2 = np.concatenate([self._tree_ch2(t, o) for t, o in zip(trees, offs[:-1], strict=True)])
+        del lefts
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_coded_cache", None)  # rebuilt on the first large batch after loading
+        return state
+
+    @staticmethod
+    def _tree_left(t: Tree, o: int) -> np.ndarray | None:
+        """Global left-child ids of one tree (non-numeric nodes: themselves); None if a numeric
+        node's right child is not left + 1."""
+        ids = np.arange(t.node_count, dtype=np.intp) + o
+        num = t.kind == NUMERIC
+        if not num.any():
+            return ids
+        first = t.child_ptr[:-1][num]
+        lc = t.children[first].astype(np.intp)
+        if not np.array_equal(t.children[first + 1], lc + 1):
+            return None
+        ids[num] = lc + o
+        return ids
+
+    def _child(self, node: np.ndarray, go: np.ndarray) -> np.ndarray:
+        """Child ids of numeric nodes (go: right); non-numeric nodes with go False stay."""
+        left = getattr(self, "left", None)
+        if left is not None:
+            out = left[node]
+            out += go
+            return out
+        return self.ch2[2 * node + go]
 
     @staticmethod
     def _tree_ch2(t: Tree, o: int) -> np.ndarray:
@@ -840,9 +918,171 @@ class NodeTable:
         """(n_samples, n_trees) leaf ids; only for X without NaN and trees without categorical nodes."""
         n = X.shape[0]
         out = np.empty((n, self.n_trees), dtype=np.intp)
+        if self._use_coded(n):
+            for a, b in self._coded_blocks(n):
+                C = self._codes(X[a:b])
+                for t in range(self.n_trees):
+                    out[a:b, t] = self._coded_leaves(C, t)
+            return out
         for ts, ss in self._batches(n):
             out[ss, ts] = self._leaves_chunk(X[ss], self.roots[ts])
         return out
+
+    # ------------------------------------------------------------------ coded batch path
+    # Large batches: X is coded once per batch (per feature, the rank of x among all the forest's
+    # distinct thresholds of that feature, so ``x > thr`` <=> ``code > rank(thr)``, exactly), and
+    # each tree is descended on its own, one level per step: node = left[node] + (code > tcode[node]).
+    # The per-tree node arrays stay in cache, the small-int code matrix is read in row order, and a
+    # level costs 3 gathers + 3 element-wise passes.  Pairs that reached a leaf are dropped at a few
+    # levels chosen from the training leaf depths.
+
+    # minimum rows (and (sample, tree) pairs) of a batch and trees for the coded path (ranking X
+    # costs about as much as descending 4-5 trees); rows per block
+    _CODED_MIN_ROWS = 2048
+    _CODED_MIN_TREES = 5
+    _CODED_ROWS = 1 << 17
+
+    def prepare_batch(self) -> None:
+        """Build the coded path's tables now (estimators call it at fit time) rather than lazily."""
+        self._coded()
+
+    def _use_coded(self, n: int) -> bool:
+        return (n >= self._CODED_MIN_ROWS and self.n_trees >= self._CODED_MIN_TREES
+                and n * self.n_trees > self._CHUNK_PAIRS and self._coded() is not None)
+
+    def _coded(self):
+        """Tables of the coded path, built on first use (None when it does not apply)."""
+        c = getattr(self, "_coded_cache", False)
+        if c is False:
+            c = self._coded_cache = self._build_coded()
+        return c
+
+    def _build_coded(self):
+        if self.has_cat:
+            return None
+        n_nodes = self.feat0.size
+        left = getattr(self, "left", None)  # None: some right child is not left + 1
+        if left is None:
+            return None
+        num = self.kind == NUMERIC
+        if np.isnan(self.thr0[num]).any():
+            return None
+        # per feature: the sorted distinct thresholds, and each node's rank among them (small
+        # per-feature temporaries: this runs at fit time for forests)
+        n_feat = int(self.feat0[num].max()) + 1 if num.any() else 0
+        uths, ranks = [], []
+        for j in range(n_feat):
+            nid = np.flatnonzero(num & (self.feat0 == j))
+            u, r = np.unique(self.thr0[nid], return_inverse=True)
+            uths.append(u)
+            ranks.append((nid, r))
+        ustart = np.zeros(n_feat + 1, dtype=np.intp)  # thresholds of f: uthr[ustart[f]:ustart[f+1]]
+        np.cumsum([u.size for u in uths], out=ustart[1:])
+        uthr = np.concatenate(uths) if uths else np.zeros(0)
+        most = int(np.diff(ustart).max()) if n_feat else 0
+        dt = np.uint16 if most < np.iinfo(np.uint16).max else np.int32
+        tcode = np.full(n_nodes, np.iinfo(dt).max, dtype=dt)  # leaves: no code is larger
+        for nid, r in ranks:
+            tcode[nid] = r
+        del uths, ranks
+        plans = [(t.max_depth, self._drop_plan(t)) for t in self._trees]
+        return left, tcode, uthr, ustart, dt, plans
+
+    # cost of dropping the finished pairs, per live pair, relative to the cost of one level
+    _DROP_COST = 0.8
+
+    @classmethod
+    def _drop_plan(cls, t: Tree) -> frozenset:
+        """Levels after which finished pairs are dropped: minimises the expected work (one level per
+        live pair and level, ``_DROP_COST`` per live pair and drop) with the training rows' leaf depths
+        as the expected distribution (a pair is seen finished one level after reaching its leaf)."""
+        D = t.max_depth
+        if D < 3:
+            return frozenset()
+        leaf = t.kind == LEAF
+        wd = np.bincount(t.depth[leaf], weights=t.weighted_n_node_samples[leaf], minlength=D + 1)
+        alive = 1.0 - np.cumsum(wd) / max(wd.sum(), _EPS)  # after a drop at level d: alive[d] live
+        alive[0] = 1.0
+        # best[j]: least cost of levels 1..j with a drop after level j; a drop at 0 = the start
+        best = np.zeros(D)
+        prev = np.zeros(D, dtype=np.intp)
+        lv = np.arange(D)
+        for j in range(1, D):
+            i = lv[:j]
+            c = best[:j] + (j - i + cls._DROP_COST) * alive[i]
+            k = int(np.argmin(c))
+            best[j], prev[j] = c[k], k
+        i = lv[: D]
+        j = int(np.argmin(best + (D - 1 - i) * alive[:D]))
+        drops = []
+        while j > 0:
+            drops.append(j)
+            j = int(prev[j])
+        return frozenset(drops)
+
+    def _codes(self, X: np.ndarray) -> np.ndarray:
+        """(n, f) codes: per feature, the number of the forest's thresholds below x (X without NaN)."""
+        _, _, uthr, ustart, dt, _ = self._coded()
+        n, f = X.shape
+        XT = np.ascontiguousarray(X.T)  # feature-major while ranking, row-major for the descent
+        CT = np.zeros((f, n), dtype=dt)
+        for j in range(min(f, ustart.size - 1)):
+            u = uthr[ustart[j] : ustart[j + 1]]
+            if u.size == 0:
+                continue
+            col = XT[j]
+            if u.size <= 32:
+                CT[j] = np.searchsorted(u, col, side="left")
+            else:  # sorting the column first is ~3x faster than n random binary searches
+                o = np.argsort(col)
+                pos = np.searchsorted(col[o], u, side="right")  # x_sorted[i] > u_k  <=>  i >= pos_k
+                CT[j][o] = np.cumsum(np.bincount(pos, minlength=n + 1)[:n])
+        del XT
+        return np.ascontiguousarray(CT.T)
+
+    def _coded_leaves(self, C: np.ndarray, t: int) -> np.ndarray:
+        """Leaf ids (global) of tree ``t`` for the coded rows C (``_codes``)."""
+        left, tcode, _, _, _, plans = self._coded()
+        n, f = C.shape
+        root = int(self.roots[t])
+        depth, drops = plans[t]
+        if depth == 0:
+            return np.full(n, root, dtype=np.intp)
+        Cf = C.ravel()
+        feat0 = self.feat0
+        take = np.take
+        # the first level: every row is at the root
+        node = np.add(C[:, feat0[root]] > tcode[root], left[root], dtype=np.intp)
+        out = None  # allocated at the first drop
+        rowf = np.arange(0, n * f, f, dtype=np.intp)
+        for d in range(1, depth):
+            idx = take(feat0, node)
+            idx += rowf
+            go = take(Cf, idx) > take(tcode, node)
+            prev = node
+            node = take(left, node)
+            node += go
+            if d in drops:
+                moved = node != prev  # leaves point to themselves
+                live = np.flatnonzero(moved)
+                if live.size < node.size:
+                    fin = np.flatnonzero(~moved)
+                    if out is None:
+                        out = np.empty(n, dtype=np.intp)
+                    out[take(rowf, fin) // f] = take(node, fin)
+                    node = take(node, live)
+                    rowf = take(rowf, live)
+                    if not node.size:
+                        break
+        if out is None:
+            return node
+        out[rowf // f] = node
+        return out
+
+    def _coded_blocks(self, n: int):
+        k = -(-n // self._CODED_ROWS)
+        step = -(-n // k)
+        return [(a, min(n, a + step)) for a in range(0, n, step)]
 
     def _leaves_chunk(self, X: np.ndarray, roots=None) -> np.ndarray:
         # one level per iteration for every (sample, tree) pair; pairs that reached a leaf
@@ -856,23 +1096,32 @@ class NodeTable:
         act = None
         Xf = X.ravel()
         feat0, thr0, ch2, leaf = self.feat0, self.thr0, self.ch2, self.is_leaf
+        left = getattr(self, "left", None)
         take = np.take
         if n * T <= 4096:  # small batches (single rows): no compaction bookkeeping
             for _ in range(self.max_depth):
                 idx = take(feat0, node)
                 idx += rowbase
                 go = take(Xf, idx) > take(thr0, node)
-                node *= 2
-                node += go
-                node = take(ch2, node)
+                if left is not None:
+                    node = take(left, node)
+                    node += go
+                else:
+                    node *= 2
+                    node += go
+                    node = take(ch2, node)
             return node.reshape(n, T)
         for d in range(self.max_depth):
             idx = take(feat0, node)
             idx += rowbase
             go = take(Xf, idx) > take(thr0, node)
-            node *= 2
-            node += go
-            node = take(ch2, node)
+            if left is not None:
+                node = take(left, node)
+                node += go
+            else:
+                node *= 2
+                node += go
+                node = take(ch2, node)
             if d % self._COMPACT_EVERY == self._COMPACT_EVERY - 1 and d + 1 < self.max_depth:
                 lf = take(leaf, node)
                 if lf.any():
@@ -928,7 +1177,7 @@ class NodeTable:
             k = self.kind[node]
             child = np.full(s.size, -1, dtype=np.intp)
             num = (k == NUMERIC) & ~miss
-            child[num] = self.ch2[2 * node[num] + (x[num] > self.thr0[node[num]])]
+            child[num] = self._child(node[num], x[num] > self.thr0[node[num]])
             cat = (k == CATEGORICAL) & ~miss
             if cat.any():
                 xc = x[cat]
@@ -980,6 +1229,28 @@ class NodeTable:
             if self.n_trees == 1:
                 return self.value[self.leaves(X)[:, 0]]
             out = np.zeros((n, self.value.shape[1]))
+            if self._use_coded(n):
+                # same summation order as below: per tree group, then groups in order
+                # (value[leaves].sum(axis=1) adds the trees of a group in order when V > 1, and
+                # pairwise along the contiguous tree axis when V == 1)
+                V = self.value.shape[1]
+                v1 = self.value[:, 0] if V == 1 else None
+                for a, b in self._coded_blocks(n):
+                    C = self._codes(X[a:b])
+                    lv = self._coded_leaves
+                    for t0, t1 in self._tree_groups():
+                        if V == 1:
+                            M = np.empty((b - a, t1 - t0))
+                            for j, t in enumerate(range(t0, t1)):
+                                M[:, j] = v1.take(lv(C, t))
+                            out[a:b, 0] += M.sum(axis=1)
+                        else:
+                            g = self.value.take(lv(C, t0), axis=0)
+                            for t in range(t0 + 1, t1):
+                                g += self.value.take(lv(C, t), axis=0)
+                            out[a:b] += g
+                out /= self.n_trees
+                return out
             for ts, ss in self._batches(n):
                 out[ss] += self.value[self._leaves_chunk(X[ss], self.roots[ts])].sum(axis=1)
             out /= self.n_trees

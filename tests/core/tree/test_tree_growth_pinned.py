@@ -1,0 +1,81 @@
+"""Growth is pinned: fixed-seed fits must give exactly the trees the reference implementation gave.
+
+The digests below were computed with the growth code before the memory work of the ``forest`` branch
+(per-row fraction arrays, 64-bit row state, unchunked routing).  Any change of a split, threshold,
+child fraction, value or count changes a digest.  If growth is changed on purpose, recompute them and
+say why in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from core import registry
+
+EXPECTED = {
+    "dtc_hist": "3e42a6fc08e258c0",
+    "dtc_exact_entropy": "9232c497c6be2a84",
+    "dtc_weights": "94ec8a42fa3ac32b",
+    "dtr_hist": "9916d90c1f1f4993",
+    "dtc_missing_cat": "2c58f9b4ba32dfeb",
+    "dtr_missing_cat": "4dfbec051772e8a1",
+    "rfc": "af518ff86623b3a8",
+    "rfc_missing": "5e80bcafb7f65ff8",
+}
+
+
+def _digest(trees):
+    h = hashlib.sha256()
+    for t in trees:
+        for a, dt in ((t.feature, np.int64), (t.threshold, np.float64), (t.kind, np.int64),
+                      (t.child_ptr, np.int64), (t.children, np.int64), (t.child_frac, np.float64),
+                      (t.value, np.float64), (t.impurity, np.float64), (t.n_node_samples, np.float64),
+                      (t.weighted_n_node_samples, np.float64), (t.depth, np.int64)):
+            h.update(np.ascontiguousarray(a, dtype=dt).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _data(n, f, seed, missing=False, cat=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f))
+    X[:, 1] = np.round(X[:, 1], 1)
+    s = X[:, 0] + 0.7 * X[:, 1] - 0.5 * X[:, 2] * X[:, 3] + 0.5 * rng.normal(size=n)
+    if cat:
+        X[:, 4] = rng.integers(0, 5, n)
+        s += (X[:, 4] == 2) - 0.5 * (X[:, 4] == 4)
+    if missing:
+        X[rng.random((n, f)) < 0.05] = np.nan
+    y = np.digitize(s, np.quantile(s, [0.3, 0.7]))
+    return X, y, s
+
+
+def _fit(name):
+    DTC = registry.get("decision_tree_classifier")
+    DTR = registry.get("decision_tree_regressor")
+    RFC = registry.get("random_forest_classifier")
+    X, y, s = _data(8000, 10, 0)  # > 5000 rows: binned (hist) split finding
+    Xm, ym, sm = _data(6000, 8, 1, missing=True, cat=True)
+    fits = {
+        "dtc_hist": lambda: DTC(random_state=0).fit(X, y).tree_,
+        "dtc_exact_entropy": lambda: DTC(criterion="entropy", splitter="exact", random_state=0)
+        .fit(X[:3000], y[:3000]).tree_,
+        "dtc_weights": lambda: DTC(max_features=4, random_state=1)
+        .fit(X, y, sample_weight=1 + (y == 2)).tree_,
+        "dtr_hist": lambda: DTR(min_samples_leaf=3, random_state=0).fit(X, s).tree_,
+        "dtc_missing_cat": lambda: DTC(criterion="gain_ratio", random_state=0)
+        .fit(Xm, ym, categorical_features=[4]).tree_,
+        "dtr_missing_cat": lambda: DTR(max_depth=8, random_state=0)
+        .fit(Xm, sm, categorical_features=[4]).tree_,
+        "rfc": lambda: RFC(n_estimators=5, random_state=0).fit(X, y).trees_,
+        "rfc_missing": lambda: RFC(n_estimators=4, random_state=0).fit(Xm, ym).trees_,
+    }
+    out = fits[name]()
+    return out if isinstance(out, list) else [out]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fitted_trees_unchanged(name):
+    assert _digest(_fit(name)) == EXPECTED[name]
