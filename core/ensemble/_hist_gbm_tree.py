@@ -21,6 +21,8 @@ all trees (``TreeEnsemble._bitmask_tables``).
 from __future__ import annotations
 
 import heapq
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,6 +35,20 @@ try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallbac
     from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
 except ImportError:  # pragma: no cover
     _csc_matvecs = None
+
+_SPLIT_ROWS = 4096  # nodes with at least this many rows are histogrammed in two halves (two threads)
+N_THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+_POOL = None
+
+
+def _pool():
+    """The helper thread that histograms one half of a large node (None when ``N_THREADS < 2``)."""
+    global _POOL
+    if N_THREADS < 2:
+        return None
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="orchard-hist")
+    return _POOL
 
 
 class HistogramBuilder:
@@ -89,22 +105,41 @@ class HistogramBuilder:
                 c = codes[:, f]
                 for j in range(q):
                     Y[:, j] += np.bincount(c, weights=W[:, j], minlength=self.n_cols)
+        elif m < _SPLIT_ROWS:
+            self._accumulate(idx, 0, m, Y.reshape(-1))
         else:
-            Yv = Y.reshape(-1)
-            for s in range(0, m, self._chunk):
-                e = min(m, s + self._chunk)
-                k = e - s
-                if idx is None:
-                    c, w = codes[s:e], W[s:e]
-                else:  # gather chunk by chunk: small temporaries
-                    rows = idx[s:e]
-                    c, w = codes.take(rows, axis=0), W.take(rows, axis=0)
-                _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
-                             self._ones[: k * F], w.reshape(-1), Yv)
+            # two halves summed: the same arithmetic whether or not a second thread runs one half
+            mid = m // 2
+            Y2 = np.zeros_like(Y)
+            pool = _pool()
+            if pool is None:
+                self._accumulate(idx, mid, m, Y2.reshape(-1))
+            else:
+                job = pool.submit(self._accumulate, idx, mid, m, Y2.reshape(-1))
+            self._accumulate(idx, 0, mid, Y.reshape(-1))
+            if pool is not None:
+                job.result()
+            Y += Y2
         Yt = Y.reshape(F, self.n_bins, q)
         if q == 2:
             Yt = Yt[:, :, [0, 1, 1]]  # hessian histogram = count histogram
         return Yt.transpose(2, 0, 1)  # (3, F, n_bins) view
+
+    def _accumulate(self, idx, start, stop, Yv):
+        """Add rows ``start:stop`` of the node (``idx`` None = all rows) into the flat histogram ``Yv``.
+
+        Gathers and ``csc_matvecs`` release the GIL, so two halves can run in two threads."""
+        codes, W, F, q = self.codes, self.W, self.n_features, self.q
+        for s in range(start, stop, self._chunk):
+            e = min(stop, s + self._chunk)
+            k = e - s
+            if idx is None:
+                c, w = codes[s:e], W[s:e]
+            else:  # gather chunk by chunk: small temporaries
+                rows = idx[s:e]
+                c, w = codes.take(rows, axis=0), W.take(rows, axis=0)
+            _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
+                         self._ones[: k * F], w.reshape(-1), Yv)
 
 
 _BLOCK = 16
@@ -124,7 +159,8 @@ def _cumsum_bins(hist, out=None):
     if out is None:
         out = np.empty(hist.shape)
     cs = out.reshape(rows, n_bins // _BLOCK, _BLOCK)
-    np.matmul(hist.reshape(rows, n_bins // _BLOCK, _BLOCK), _TRIU, out=cs)
+    # one 2-D product (rows * n_blocks, 16) @ (16, 16): one BLAS call instead of one per row
+    np.matmul(hist.reshape(-1, _BLOCK), _TRIU, out=out.reshape(-1, _BLOCK))
     block_sums = cs[:, :, -1]
     offsets = np.cumsum(block_sums, axis=1)
     offsets -= block_sums
@@ -144,22 +180,23 @@ def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian
     None per node.  Left child = non-missing bins <= b (plus the missing bin if
     missing_left).  All nodes, features and bins are scored in one vectorised pass
     per missing-value direction (the nodes of one split are evaluated together).
-    ``invalid_bins`` (F, n_bins - 1) masks bins that are no split point (or None);
+    ``invalid_bins`` (F, n_bins) masks bins that are no split point (or None);
     ``check_hessian=False`` skips the ``min_hessian_to_split`` test when the caller
     knows every child with ``min_samples_leaf`` rows passes it.
     """
-    k = cum.shape[0]
-    cs = cum[..., :-1]
+    k, n_bins = cum.shape[0], cum.shape[-1]
+    # candidates are scored over all n_bins columns (contiguous arrays, ~1.5x faster than the
+    # :-1 view): the last column (left = every row) always fails the count test CL <= C - min_samples_leaf
     cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]  # (k, F) missing counts
     ghc = np.array([G, H, C], dtype=np.float64)[:, :, None, None]
     Gk, Hk, Ck = ghc[0], ghc[1], ghc[2]
     parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
-    cands = [cs]
+    cands = [cum]
     has_missing = [True] * k
     if cm.any():
         has_missing = cm.any(axis=1)
         missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
-        cands.append(cs + missing[..., None])
+        cands.append(cum + missing[..., None])
     best = [None] * k
     with np.errstate(divide="ignore", invalid="ignore"):
         for direction, c in enumerate(cands):
@@ -191,7 +228,7 @@ def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian
                 j = int(arg[i])
                 gk = flat[i, j] - parent[i]
                 if gk > 0 and (best[i] is None or gk > best[i][0]):
-                    f, b = divmod(j, gain.shape[2])
+                    f, b = divmod(j, n_bins)
                     cl = CL[i, f, b]
                     if direction == 0 and cm[i, f] == 0:
                         # no missing values here: missing go to the child with more samples
@@ -294,6 +331,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     invalid_bins = ~valid_bins
     if not invalid_bins.any():
         invalid_bins = None
+    else:  # one more column for the missing bin (never a split point, see _best_splits)
+        invalid_bins = np.concatenate([invalid_bins, np.ones((len(invalid_bins), 1), dtype=bool)], axis=1)
     # every child with >= min_samples_leaf rows has H >= min_samples_leaf * min(h): if that
     # exceeds min_hessian_to_split (with a margin for rounding), the hessian test is void
     h_floor = 1.0 if constant_hessian else (float(h.min()) if n else 0.0)
