@@ -75,6 +75,8 @@ class HistogramBuilder:
         self.XbT = XbT
         self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
         self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
+        # rows as opaque F*4-byte items: ``take`` on this 1-D view is ~3x faster than take(axis=0)
+        self._code_rows = self.codes.view(np.dtype((np.void, 4 * n_features))).reshape(-1)
         self.q = 2 if constant_hessian else 3
         # per output: rows [g, h, 1] (or [g, 1]); ``g``/``h`` are views the loss writes into
         self._W = np.empty((n_outputs, n, self.q))
@@ -137,7 +139,7 @@ class HistogramBuilder:
                 c, w = codes[s:e], W[s:e]
             else:  # gather chunk by chunk: small temporaries
                 rows = idx[s:e]
-                c, w = codes.take(rows, axis=0), W.take(rows, axis=0)
+                c, w = self._code_rows.take(rows).view(np.int32), W.take(rows, axis=0)
             _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
                          self._ones[: k * F], w.reshape(-1), Yv)
 
