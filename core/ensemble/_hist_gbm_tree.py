@@ -89,6 +89,8 @@ class HistogramBuilder:
         self._ones = np.ones(chunk * n_features)
         self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
         self._chunk = max(chunk, 1)
+        self.n = n
+        self._all_rows = np.arange(n, dtype=np.intp)
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
@@ -122,10 +124,79 @@ class HistogramBuilder:
             if pool is not None:
                 job.result()
             Y += Y2
-        Yt = Y.reshape(F, self.n_bins, q)
-        if q == 2:
+        return self._as_hist(Y)
+
+    def _as_hist(self, Y):
+        Yt = Y.reshape(self.n_features, self.n_bins, self.q)
+        if self.q == 2:
             Yt = Yt[:, :, [0, 1, 1]]  # hessian histogram = count histogram
         return Yt.transpose(2, 0, 1)  # (3, F, n_bins) view
+
+    def split(self, idx, f, b, missing_left, cat_set, missing_bin, n_left, hist_side):
+        """Partition a node's rows on feature ``f`` and histogram one child.
+
+        ``idx``: the node's rows (None = all rows).  Left: bin <= b (and the missing
+        bin if ``missing_left``), or bin in ``cat_set`` for a categorical split.
+        ``n_left`` is the left child's row count (known from the histogram counts).
+        Returns ``(idx_left, idx_right, hist)`` with the (3, F, n_bins) histogram of
+        child ``hist_side`` (0: left, 1: right; None: no histogram).
+
+        Nodes with >= ``_SPLIT_ROWS`` rows are processed in two halves (the second on
+        the helper thread): each half partitions its rows and histograms its share of
+        the child.  The first half writes its rows at the front of the preallocated
+        child arrays, the second at the back, so the children are exactly those of a
+        sequential stable partition (and the arithmetic does not depend on threads).
+        """
+        if idx is None:
+            idx = self._all_rows
+        m = len(idx)
+        idx_l = np.empty(n_left, dtype=np.intp)
+        idx_r = np.empty(m - n_left, dtype=np.intp)
+        args = (f, b, missing_left, cat_set, missing_bin, idx_l, idx_r)
+        with_hist = hist_side is not None and _csc_matvecs is not None
+        Y = np.zeros((self.n_cols, self.q)) if with_hist else None
+        if m < _SPLIT_ROWS:
+            n_l = self._split_part(idx, *args, True, hist_side, Y)
+        else:
+            mid = m // 2
+            Y2 = np.zeros_like(Y) if with_hist else None
+            pool = _pool()
+            job = (None if pool is None
+                   else pool.submit(self._split_part, idx[mid:], *args, False, hist_side, Y2))
+            n_l = self._split_part(idx[:mid], *args, True, hist_side, Y)
+            n_l += (self._split_part(idx[mid:], *args, False, hist_side, Y2) if job is None
+                    else job.result())
+            if with_hist:
+                Y += Y2
+        if n_l != n_left:  # pragma: no cover - the counts come from the same bins
+            raise RuntimeError(f"partition sent {n_l} rows left, the histogram counted {n_left}")
+        if hist_side is None:
+            return idx_l, idx_r, None
+        if not with_hist:  # np.bincount fallback
+            return idx_l, idx_r, self((idx_l, idx_r)[hist_side])
+        return idx_l, idx_r, self._as_hist(Y)
+
+    def _split_part(self, rows, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r, front,
+                    hist_side, Y):
+        """Partition ``rows`` into the front (or back) of ``idx_l``/``idx_r``; add one side to ``Y``."""
+        col = self.XbT[f].take(rows)
+        if cat_set is not None:
+            go = cat_set[col]
+        else:
+            go = col <= b
+            if missing_left:
+                go |= col == missing_bin
+        n_l = int(np.count_nonzero(go))
+        n_r = len(rows) - n_l
+        out_l = idx_l[:n_l] if front else idx_l[len(idx_l) - n_l:]
+        out_r = idx_r[:n_r] if front else idx_r[len(idx_r) - n_r:]
+        # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result)
+        np.compress(go, rows, out=out_l)
+        np.compress(np.logical_not(go, out=go), rows, out=out_r)
+        if Y is not None:
+            part = (out_l, out_r)[hist_side]
+            self._accumulate(part, 0, len(part), Y.reshape(-1))
+        return n_l
 
     def _accumulate(self, idx, start, stop, Yv):
         """Add rows ``start:stop`` of the node (``idx`` None = all rows) into the flat histogram ``Yv``.
@@ -364,20 +435,15 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
         _, f, b, mleft, GL, HL, CL, cat_set = node.split
-        col = XbT[f] if node.idx is None else XbT[f].take(node.idx)
-        if cat_set is not None:
-            go_left = cat_set[col]
-        else:
-            go_left = col <= b
-            if mleft:
-                go_left |= col == missing_bin
-        if node.idx is None:
-            idx_l = np.flatnonzero(go_left)
-            idx_r = np.flatnonzero(~go_left)
-        else:
-            # np.compress is ~5x faster than boolean indexing ``idx[mask]`` (same result)
-            idx_l = np.compress(go_left, node.idx)
-            idx_r = np.compress(np.logical_not(go_left, out=go_left), node.idx)
+        # children's sizes are known from the histogram: decide before partitioning which one
+        # (the smaller) gets a histogram, so that partition and histogram run in one pass
+        last = max_leaf_nodes is not None and n_leaves + 1 >= max_leaf_nodes
+        c_r = node.C - CL
+        need_hist = not last and (max_depth is None or node.depth + 1 < max_depth) and (
+            max(CL, c_r) >= 2 * min_samples_leaf)
+        small_side = 0 if CL <= c_r else 1
+        idx_l, idx_r, small_hist = hist_builder.split(
+            node.idx, f, b, mleft, cat_set, missing_bin, CL, small_side if need_hist else None)
         if constant_hessian:
             HL = float(CL)
         lnode = new_node(idx_l, GL, HL, CL, node.depth + 1)
@@ -399,11 +465,11 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         node.hist = node.idx = node.split = None
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
-        if splittable(lnode) or splittable(rnode):
-            small, large = (lnode, rnode) if lnode.C <= rnode.C else (rnode, lnode)
+        if need_hist:
+            small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
             # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
             pair = np.empty((2,) + parent_hist.shape)
-            _cumsum_bins(hist_builder(small.idx), out=pair[0])
+            _cumsum_bins(small_hist, out=pair[0])
             np.subtract(parent_hist, pair[0], out=pair[1])
             todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
             if len(todo) == 2:

@@ -452,3 +452,38 @@ def test_one_or_two_histogram_threads_give_the_same_model(monkeypatch):
         m = GradientBoostingClassifier(max_iter=10, random_state=0, early_stopping=False).fit(X, y)
         probas.append(m.predict_proba(X))
     np.testing.assert_array_equal(probas[0], probas[1])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_split_partitions_rows_and_histograms_one_child(monkeypatch, n_threads):
+    """HistogramBuilder.split: stable partition (both halves of a large node) and the child's histogram."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
+    rng = np.random.default_rng(2)
+    n, F, missing_bin = 12_000, 3, 6
+    XbT = rng.integers(0, missing_bin + 1, size=(F, n)).astype(np.uint8)
+    hb = tree_mod.HistogramBuilder(XbT, missing_bin + 1, constant_hessian=False)
+    hb.g[0] = rng.normal(size=n)
+    hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+    cat_set = np.array([True, False, False, True, False, True, True])
+    for idx in (None, np.sort(rng.choice(n, 9_000, replace=False)), np.arange(0, n, 7)):
+        rows = np.arange(n) if idx is None else idx
+        col = XbT[1, rows]
+        for b, mleft, cats in ((2, False, None), (3, True, None), (0, False, cat_set)):
+            go = cats[col] if cats is not None else (col <= b) | (mleft & (col == missing_bin))
+            for side in (None, 0, 1):
+                idx_l, idx_r, hist = hb.split(idx, 1, b, mleft, cats, missing_bin, int(go.sum()), side)
+                np.testing.assert_array_equal(idx_l, rows[go])
+                np.testing.assert_array_equal(idx_r, rows[~go])
+                if side is None:
+                    assert hist is None
+                    continue
+                child = (idx_l, idx_r)[side]
+                for f in range(F):
+                    bins_ = XbT[f, child]
+                    np.testing.assert_allclose(hist[0, f], np.bincount(bins_, hb.g[0, child], missing_bin + 1),
+                                               rtol=1e-12, atol=1e-9)
+                    np.testing.assert_allclose(hist[1, f], np.bincount(bins_, hb.h[0, child], missing_bin + 1),
+                                               rtol=1e-12, atol=1e-9)
+                    np.testing.assert_array_equal(hist[2, f], np.bincount(bins_, minlength=missing_bin + 1))
