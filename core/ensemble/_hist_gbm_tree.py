@@ -36,19 +36,31 @@ try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallbac
 except ImportError:  # pragma: no cover
     _csc_matvecs = None
 
-_SPLIT_ROWS = 4096  # nodes with at least this many rows are histogrammed in two halves (two threads)
-N_THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-_POOL = None
+_SPLIT_ROWS = 4096  # nodes with at least this many rows are processed in two halves (two threads)
+
+
+def _default_threads() -> int:
+    """2 if the process may use two CPUs (and OMP_NUM_THREADS, if set, allows it), else 1."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        cap = int(os.environ.get("OMP_NUM_THREADS", "2"))
+    except ValueError:
+        cap = 2
+    return max(1, min(2, cpus, cap))
+
+
+N_THREADS = _default_threads()
+_POOL: tuple | None = None  # (pid, executor): a forked child must not reuse its parent's thread
 
 
 def _pool():
-    """The helper thread that histograms one half of a large node (None when ``N_THREADS < 2``)."""
+    """The helper thread that processes one half of a large node (None when ``N_THREADS < 2``)."""
     global _POOL
     if N_THREADS < 2:
         return None
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="orchard-hist")
-    return _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="orchard-hist"))
+    return _POOL[1]
 
 
 class HistogramBuilder:
