@@ -130,7 +130,6 @@ class HistGradientBoostingMixin:
             val_scores.append(-total_loss(y_va, raw_va, w_va))
         n_iter = 0
         max_iter = p["max_iter"]
-        delta = np.empty(n_tr)
         for it in range(max_iter):
             if K == 1:
                 loss.grad_hess(y_tr, raw[:, 0], w_tr, g[0], h[0])
@@ -149,12 +148,11 @@ class HistGradientBoostingMixin:
                         ww = None if w_tr is None else w_tr[rows]
                         nodes["value"][node_id] = p["learning_rate"] * weighted_median(resid, ww)
                 values = nodes["value"]
-                if len(leaves) == 1:
-                    col += values[leaves[0][0]]
-                else:  # leaves partition the rows: scatter their values, then one add
-                    for node_id, idx in leaves:
-                        delta[idx] = values[node_id]
-                    col += delta
+                for node_id, idx in leaves:
+                    if idx is None:
+                        col += values[node_id]
+                    else:
+                        col[idx] += values[node_id]
                 if early:
                     predict_nodes_binned(nodes, XvT, missing_bin, raw_va[:, k])
                 ensemble.add(nodes, mapper.edges_, k)

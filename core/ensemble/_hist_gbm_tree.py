@@ -29,7 +29,7 @@ import numpy as np
 __all__ = ["grow_tree", "TreeEnsemble", "HistogramBuilder"]
 
 _MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
-_CHUNK = 4096  # rows per sparse-product call (bounds the shared ones/indptr buffers and gathers)
+_CHUNK = 2048  # rows per sparse-product call (bounds the shared ones/indptr buffers and gathers)
 
 try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallback below
     from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
@@ -102,7 +102,6 @@ class HistogramBuilder:
         self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
         self._chunk = max(chunk, 1)
         self.n = n
-        self._all_rows = np.arange(n, dtype=np.intp)
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
@@ -159,24 +158,22 @@ class HistogramBuilder:
         child arrays, the second at the back, so the children are exactly those of a
         sequential stable partition (and the arithmetic does not depend on threads).
         """
-        if idx is None:
-            idx = self._all_rows
-        m = len(idx)
+        m = self.n if idx is None else len(idx)
         idx_l = np.empty(n_left, dtype=np.intp)
         idx_r = np.empty(m - n_left, dtype=np.intp)
         args = (f, b, missing_left, cat_set, missing_bin, idx_l, idx_r)
         with_hist = hist_side is not None and _csc_matvecs is not None
         Y = np.zeros((self.n_cols, self.q)) if with_hist else None
         if m < _SPLIT_ROWS:
-            n_l = self._split_part(idx, *args, True, hist_side, Y)
+            n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y)
         else:
             mid = m // 2
             Y2 = np.zeros_like(Y) if with_hist else None
             pool = _pool()
             job = (None if pool is None
-                   else pool.submit(self._split_part, idx[mid:], *args, False, hist_side, Y2))
-            n_l = self._split_part(idx[:mid], *args, True, hist_side, Y)
-            n_l += (self._split_part(idx[mid:], *args, False, hist_side, Y2) if job is None
+                   else pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2))
+            n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
+            n_l += (self._split_part(idx, mid, m, *args, False, hist_side, Y2) if job is None
                     else job.result())
             if with_hist:
                 Y += Y2
@@ -188,10 +185,16 @@ class HistogramBuilder:
             return idx_l, idx_r, self((idx_l, idx_r)[hist_side])
         return idx_l, idx_r, self._as_hist(Y)
 
-    def _split_part(self, rows, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r, front,
-                    hist_side, Y):
-        """Partition ``rows`` into the front (or back) of ``idx_l``/``idx_r``; add one side to ``Y``."""
-        col = self.XbT[f].take(rows)
+    def _split_part(self, idx, start, stop, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r,
+                    front, hist_side, Y):
+        """Partition rows ``start:stop`` of the node into the front (or back) of ``idx_l``/``idx_r``;
+        add one side's histogram to ``Y``."""
+        if idx is None:  # the root: rows start..stop-1
+            rows = np.arange(start, stop)
+            col = self.XbT[f, start:stop]
+        else:
+            rows = idx[start:stop]
+            col = self.XbT[f].take(rows)
         if cat_set is not None:
             go = cat_set[col]
         else:
