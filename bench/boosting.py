@@ -1,16 +1,19 @@
 """Benchmark: histogram gradient boosting vs scikit-learn's HistGradientBoostingClassifier.
 
-    python bench/boosting.py [--n 50000] [--features 20] [--max-iter 100] [--repeat 1]
+    python bench/boosting.py [--n 50000] [--features 20] [--max-iter 100] [--repeat 1] [--rounds 3]
 
-Prints a markdown table of fit time, fit peak memory (tracemalloc: NumPy buffers
-are traced), batch predict of 100,000 rows and single-row predict latency, with
-ratios ours / scikit-learn measured in the same run.  scikit-learn is run both
-with its default OpenMP threads and with one thread (ours is single-threaded).
+Prints the load average, then ``--rounds`` interleaved rounds of fit timings (wall
+and process CPU time) for ours (default: histograms of large nodes on two threads;
+and pinned to one thread) and scikit-learn (default OpenMP threads; and one thread
+via threadpoolctl), with the ratios of each round; then a markdown table of fit
+time (median over rounds), fit peak memory (tracemalloc: NumPy buffers are traced),
+batch predict of 100,000 rows and single-row predict latency.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -25,6 +28,7 @@ from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from core.ensemble import _hist_gbm_tree  # noqa: E402
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier  # noqa: E402
 
 
@@ -36,6 +40,29 @@ def timed(fn, repeat):
         out = fn()
         best = min(best, time.perf_counter() - t)
     return best, out
+
+
+def timed_cpu(fn, repeat):
+    """Best of ``repeat``: (wall, process CPU time of that run, result)."""
+    best = (np.inf, np.inf)
+    out = None
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        run = (time.perf_counter() - t, time.process_time() - c)
+        best = min(best, run)
+    return best[0], best[1], out
+
+
+def one_thread_ours(fn):
+    def run():
+        saved = getattr(_hist_gbm_tree, "N_THREADS", 1)
+        _hist_gbm_tree.N_THREADS = 1
+        try:
+            return fn()
+        finally:
+            _hist_gbm_tree.N_THREADS = saved
+    return run
 
 
 def peak_memory(fn):
@@ -54,6 +81,7 @@ def main():
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--predict-rows", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
     X, y = make_classification(args.n, args.features, n_informative=10, random_state=0)
@@ -66,12 +94,34 @@ def main():
     def sk():
         return HistGradientBoostingClassifier(**kw).fit(X, y)
 
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC; "
+          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"ours N_THREADS={getattr(_hist_gbm_tree, 'N_THREADS', 1)}")
+    ours(), sk()  # warm-up (imports, thread pools)
+    print()
+    print("| round | ours wall (cpu) | ours 1 thread wall (cpu) | sklearn default wall (cpu) "
+          "| sklearn 1 thread wall (cpu) | ours / sklearn default | ours / sklearn 1 thread "
+          "| ours 1 thread / sklearn 1 thread |")
+    print("|---|---|---|---|---|---|---|---|")
+    fits = []
+    for r in range(args.rounds):
+        a = timed_cpu(ours, args.repeat)
+        a1 = timed_cpu(one_thread_ours(ours), args.repeat)
+        b = timed_cpu(sk, args.repeat)
+        with threadpool_limits(1):
+            b1 = timed_cpu(sk, args.repeat)
+        fits.append((a[0], a1[0], b[0], b1[0]))
+        print(f"| {r + 1} | {a[0]:.3f} ({a[1]:.3f}) | {a1[0]:.3f} ({a1[1]:.3f}) | {b[0]:.3f} ({b[1]:.3f}) "
+              f"| {b1[0]:.3f} ({b1[1]:.3f}) | {a[0] / b[0]:.2f} | {a[0] / b1[0]:.2f} | {a1[0] / b1[0]:.2f} |",
+              flush=True)
+        m_ours, m_sk, m_sk1 = a[2], b[2], b1[2]
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    t_ours, t_ours1, t_sk, t_sk1 = np.median(np.array(fits), axis=0)
+    print(f"median fit: ours {t_ours:.3f} s, ours 1 thread {t_ours1:.3f} s, sklearn {t_sk:.3f} s, "
+          f"sklearn 1 thread {t_sk1:.3f} s")
+    print()
     rows = []
-    t_ours, m_ours = timed(ours, args.repeat)
-    t_sk, m_sk = timed(sk, args.repeat)
-    with threadpool_limits(1):
-        t_sk1, m_sk1 = timed(sk, args.repeat)
-    rows.append(("fit time (s)", t_ours, t_sk, t_sk1))
+    rows.append(("fit time (s, median of rounds)", t_ours, t_sk, t_sk1))
     mem_ours = peak_memory(ours)
     with threadpool_limits(1):  # memory does not depend on threads; one thread avoids OpenMP spinning
         mem_sk = peak_memory(sk)

@@ -21,18 +21,46 @@ all trees (``TreeEnsemble._bitmask_tables``).
 from __future__ import annotations
 
 import heapq
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 __all__ = ["grow_tree", "TreeEnsemble", "HistogramBuilder"]
 
 _MIN_HESSIAN = 1e-3  # scikit-learn's min_hessian_to_split
-_CHUNK = 4096  # rows per sparse-product call (bounds the shared ones/indptr buffers and gathers)
+_CHUNK = 2048  # rows per sparse-product call (bounds the shared ones/indptr buffers and gathers)
 
 try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallback below
     from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
 except ImportError:  # pragma: no cover
     _csc_matvecs = None
+
+_SPLIT_ROWS = 4096  # nodes with at least this many rows are processed in two halves (two threads)
+
+
+def _default_threads() -> int:
+    """2 if the process may use two CPUs (and OMP_NUM_THREADS, if set, allows it), else 1."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        cap = int(os.environ.get("OMP_NUM_THREADS", "2"))
+    except ValueError:
+        cap = 2
+    return max(1, min(2, cpus, cap))
+
+
+N_THREADS = _default_threads()
+_POOL: tuple | None = None  # (pid, executor): a forked child must not reuse its parent's thread
+
+
+def _pool():
+    """The helper thread that processes one half of a large node (None when ``N_THREADS < 2``)."""
+    global _POOL
+    if N_THREADS < 2:
+        return None
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="orchard-hist"))
+    return _POOL[1]
 
 
 class HistogramBuilder:
@@ -59,6 +87,8 @@ class HistogramBuilder:
         self.XbT = XbT
         self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
         self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
+        # rows as opaque F*4-byte items: ``take`` on this 1-D view is ~3x faster than take(axis=0)
+        self._code_rows = self.codes.view(np.dtype((np.void, 4 * n_features))).reshape(-1)
         self.q = 2 if constant_hessian else 3
         # per output: rows [g, h, 1] (or [g, 1]); ``g``/``h`` are views the loss writes into
         self._W = np.empty((n_outputs, n, self.q))
@@ -71,6 +101,7 @@ class HistogramBuilder:
         self._ones = np.ones(chunk * n_features)
         self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
         self._chunk = max(chunk, 1)
+        self.n = n
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
@@ -89,22 +120,114 @@ class HistogramBuilder:
                 c = codes[:, f]
                 for j in range(q):
                     Y[:, j] += np.bincount(c, weights=W[:, j], minlength=self.n_cols)
+        elif m < _SPLIT_ROWS:
+            self._accumulate(idx, 0, m, Y.reshape(-1))
         else:
-            Yv = Y.reshape(-1)
-            for s in range(0, m, self._chunk):
-                e = min(m, s + self._chunk)
-                k = e - s
-                if idx is None:
-                    c, w = codes[s:e], W[s:e]
-                else:  # gather chunk by chunk: small temporaries
-                    rows = idx[s:e]
-                    c, w = codes.take(rows, axis=0), W.take(rows, axis=0)
-                _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
-                             self._ones[: k * F], w.reshape(-1), Yv)
-        Yt = Y.reshape(F, self.n_bins, q)
-        if q == 2:
+            # two halves summed: the same arithmetic whether or not a second thread runs one half
+            mid = m // 2
+            Y2 = np.zeros_like(Y)
+            pool = _pool()
+            if pool is None:
+                self._accumulate(idx, mid, m, Y2.reshape(-1))
+            else:
+                job = pool.submit(self._accumulate, idx, mid, m, Y2.reshape(-1))
+            self._accumulate(idx, 0, mid, Y.reshape(-1))
+            if pool is not None:
+                job.result()
+            Y += Y2
+        return self._as_hist(Y)
+
+    def _as_hist(self, Y):
+        Yt = Y.reshape(self.n_features, self.n_bins, self.q)
+        if self.q == 2:
             Yt = Yt[:, :, [0, 1, 1]]  # hessian histogram = count histogram
         return Yt.transpose(2, 0, 1)  # (3, F, n_bins) view
+
+    def split(self, idx, f, b, missing_left, cat_set, missing_bin, n_left, hist_side):
+        """Partition a node's rows on feature ``f`` and histogram one child.
+
+        ``idx``: the node's rows (None = all rows).  Left: bin <= b (and the missing
+        bin if ``missing_left``), or bin in ``cat_set`` for a categorical split.
+        ``n_left`` is the left child's row count (known from the histogram counts).
+        Returns ``(idx_left, idx_right, hist)`` with the (3, F, n_bins) histogram of
+        child ``hist_side`` (0: left, 1: right; None: no histogram).
+
+        Nodes with >= ``_SPLIT_ROWS`` rows are processed in two halves (the second on
+        the helper thread): each half partitions its rows and histograms its share of
+        the child.  The first half writes its rows at the front of the preallocated
+        child arrays, the second at the back, so the children are exactly those of a
+        sequential stable partition (and the arithmetic does not depend on threads).
+        """
+        m = self.n if idx is None else len(idx)
+        idx_l = np.empty(n_left, dtype=np.intp)
+        idx_r = np.empty(m - n_left, dtype=np.intp)
+        args = (f, b, missing_left, cat_set, missing_bin, idx_l, idx_r)
+        with_hist = hist_side is not None and _csc_matvecs is not None
+        Y = np.zeros((self.n_cols, self.q)) if with_hist else None
+        if m < _SPLIT_ROWS:
+            n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y)
+        else:
+            mid = m // 2
+            Y2 = np.zeros_like(Y) if with_hist else None
+            pool = _pool()
+            job = (None if pool is None
+                   else pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2))
+            n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
+            n_l += (self._split_part(idx, mid, m, *args, False, hist_side, Y2) if job is None
+                    else job.result())
+            if with_hist:
+                Y += Y2
+        if n_l != n_left:  # pragma: no cover - the counts come from the same bins
+            raise RuntimeError(f"partition sent {n_l} rows left, the histogram counted {n_left}")
+        if hist_side is None:
+            return idx_l, idx_r, None
+        if not with_hist:  # np.bincount fallback
+            return idx_l, idx_r, self((idx_l, idx_r)[hist_side])
+        return idx_l, idx_r, self._as_hist(Y)
+
+    def _split_part(self, idx, start, stop, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r,
+                    front, hist_side, Y):
+        """Partition rows ``start:stop`` of the node into the front (or back) of ``idx_l``/``idx_r``;
+        add one side's histogram to ``Y``."""
+        if idx is None:  # the root: rows start..stop-1
+            rows = np.arange(start, stop)
+            col = self.XbT[f, start:stop]
+        else:
+            rows = idx[start:stop]
+            col = self.XbT[f].take(rows)
+        if cat_set is not None:
+            go = cat_set[col]
+        else:
+            go = col <= b
+            if missing_left:
+                go |= col == missing_bin
+        n_l = int(np.count_nonzero(go))
+        n_r = len(rows) - n_l
+        out_l = idx_l[:n_l] if front else idx_l[len(idx_l) - n_l:]
+        out_r = idx_r[:n_r] if front else idx_r[len(idx_r) - n_r:]
+        # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result)
+        np.compress(go, rows, out=out_l)
+        np.compress(np.logical_not(go, out=go), rows, out=out_r)
+        if Y is not None:
+            part = (out_l, out_r)[hist_side]
+            self._accumulate(part, 0, len(part), Y.reshape(-1))
+        return n_l
+
+    def _accumulate(self, idx, start, stop, Yv):
+        """Add rows ``start:stop`` of the node (``idx`` None = all rows) into the flat histogram ``Yv``.
+
+        Gathers and ``csc_matvecs`` release the GIL, so two halves can run in two threads."""
+        codes, W, F, q = self.codes, self.W, self.n_features, self.q
+        for s in range(start, stop, self._chunk):
+            e = min(stop, s + self._chunk)
+            k = e - s
+            if idx is None:
+                c, w = codes[s:e], W[s:e]
+            else:  # gather chunk by chunk: small temporaries
+                rows = idx[s:e]
+                c, w = self._code_rows.take(rows).view(np.int32), W.take(rows, axis=0)
+            _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
+                         self._ones[: k * F], w.reshape(-1), Yv)
 
 
 _BLOCK = 16
@@ -124,7 +247,8 @@ def _cumsum_bins(hist, out=None):
     if out is None:
         out = np.empty(hist.shape)
     cs = out.reshape(rows, n_bins // _BLOCK, _BLOCK)
-    np.matmul(hist.reshape(rows, n_bins // _BLOCK, _BLOCK), _TRIU, out=cs)
+    # one 2-D product (rows * n_blocks, 16) @ (16, 16): one BLAS call instead of one per row
+    np.matmul(hist.reshape(-1, _BLOCK), _TRIU, out=out.reshape(-1, _BLOCK))
     block_sums = cs[:, :, -1]
     offsets = np.cumsum(block_sums, axis=1)
     offsets -= block_sums
@@ -144,22 +268,23 @@ def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian
     None per node.  Left child = non-missing bins <= b (plus the missing bin if
     missing_left).  All nodes, features and bins are scored in one vectorised pass
     per missing-value direction (the nodes of one split are evaluated together).
-    ``invalid_bins`` (F, n_bins - 1) masks bins that are no split point (or None);
+    ``invalid_bins`` (F, n_bins) masks bins that are no split point (or None);
     ``check_hessian=False`` skips the ``min_hessian_to_split`` test when the caller
     knows every child with ``min_samples_leaf`` rows passes it.
     """
-    k = cum.shape[0]
-    cs = cum[..., :-1]
+    k, n_bins = cum.shape[0], cum.shape[-1]
+    # candidates are scored over all n_bins columns (contiguous arrays, ~1.5x faster than the
+    # :-1 view): the last column (left = every row) always fails the count test CL <= C - min_samples_leaf
     cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]  # (k, F) missing counts
     ghc = np.array([G, H, C], dtype=np.float64)[:, :, None, None]
     Gk, Hk, Ck = ghc[0], ghc[1], ghc[2]
     parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
-    cands = [cs]
+    cands = [cum]
     has_missing = [True] * k
     if cm.any():
         has_missing = cm.any(axis=1)
         missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
-        cands.append(cs + missing[..., None])
+        cands.append(cum + missing[..., None])
     best = [None] * k
     with np.errstate(divide="ignore", invalid="ignore"):
         for direction, c in enumerate(cands):
@@ -191,7 +316,7 @@ def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian
                 j = int(arg[i])
                 gk = flat[i, j] - parent[i]
                 if gk > 0 and (best[i] is None or gk > best[i][0]):
-                    f, b = divmod(j, gain.shape[2])
+                    f, b = divmod(j, n_bins)
                     cl = CL[i, f, b]
                     if direction == 0 and cm[i, f] == 0:
                         # no missing values here: missing go to the child with more samples
@@ -294,6 +419,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     invalid_bins = ~valid_bins
     if not invalid_bins.any():
         invalid_bins = None
+    else:  # one more column for the missing bin (never a split point, see _best_splits)
+        invalid_bins = np.concatenate([invalid_bins, np.ones((len(invalid_bins), 1), dtype=bool)], axis=1)
     # every child with >= min_samples_leaf rows has H >= min_samples_leaf * min(h): if that
     # exceeds min_hessian_to_split (with a margin for rounding), the hessian test is void
     h_floor = 1.0 if constant_hessian else (float(h.min()) if n else 0.0)
@@ -323,19 +450,15 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
         _, f, b, mleft, GL, HL, CL, cat_set = node.split
-        col = XbT[f] if node.idx is None else XbT[f].take(node.idx)
-        if cat_set is not None:
-            go_left = cat_set[col]
-        else:
-            go_left = col <= b
-            if mleft:
-                go_left |= col == missing_bin
-        if node.idx is None:
-            idx_l = np.flatnonzero(go_left)
-            idx_r = np.flatnonzero(~go_left)
-        else:
-            idx_l = node.idx[go_left]
-            idx_r = node.idx[~go_left]
+        # children's sizes are known from the histogram: decide before partitioning which one
+        # (the smaller) gets a histogram, so that partition and histogram run in one pass
+        last = max_leaf_nodes is not None and n_leaves + 1 >= max_leaf_nodes
+        c_r = node.C - CL
+        need_hist = not last and (max_depth is None or node.depth + 1 < max_depth) and (
+            max(CL, c_r) >= 2 * min_samples_leaf)
+        small_side = 0 if CL <= c_r else 1
+        idx_l, idx_r, small_hist = hist_builder.split(
+            node.idx, f, b, mleft, cat_set, missing_bin, CL, small_side if need_hist else None)
         if constant_hessian:
             HL = float(CL)
         lnode = new_node(idx_l, GL, HL, CL, node.depth + 1)
@@ -357,11 +480,11 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         node.hist = node.idx = node.split = None
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
-        if splittable(lnode) or splittable(rnode):
-            small, large = (lnode, rnode) if lnode.C <= rnode.C else (rnode, lnode)
+        if need_hist:
+            small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
             # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
             pair = np.empty((2,) + parent_hist.shape)
-            _cumsum_bins(hist_builder(small.idx), out=pair[0])
+            _cumsum_bins(small_hist, out=pair[0])
             np.subtract(parent_hist, pair[0], out=pair[1])
             todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
             if len(todo) == 2:
@@ -694,8 +817,8 @@ def route_tree(cols, root, feat, thr, mleft, left, right, value, internal, out, 
             li = np.flatnonzero(go)
             ri = np.flatnonzero(~go)
         else:
-            li = idx[go]
-            ri = idx[~go]
+            li = np.compress(go, idx)
+            ri = np.compress(~go, idx)
         if len(li):
             stack.append((int(left[node]), li))
         if len(ri):

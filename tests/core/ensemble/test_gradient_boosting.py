@@ -415,3 +415,75 @@ def test_histograms_without_scipys_private_kernel_give_the_same_model(monkeypatc
     monkeypatch.setattr(tree_mod, "_csc_matvecs", None)
     slow = cls(max_iter=15, random_state=0, early_stopping=False).fit(X, y)
     np.testing.assert_allclose(slow.predict_proba(X), fast.predict_proba(X), rtol=1e-9, atol=1e-12)
+
+
+def test_histograms_in_two_halves_match_a_direct_count(monkeypatch):
+    """Large nodes are histogrammed in two halves (one per thread); sums equal np.bincount's."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    rng = np.random.default_rng(1)
+    n, F, n_bins = 10_000, 4, 8
+    XbT = rng.integers(0, n_bins, size=(F, n)).astype(np.uint8)
+    idx = np.sort(rng.choice(n, 9_000, replace=False))
+    for n_threads in (1, 2):
+        monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
+        hb = tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=False)
+        hb.g[0] = rng.normal(size=n)
+        hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+        for rows in (None, idx, idx[:100]):
+            r = np.arange(n) if rows is None else rows
+            hist = hb(rows)
+            for f in range(F):
+                b = XbT[f, r]
+                np.testing.assert_allclose(hist[0, f], np.bincount(b, hb.g[0, r], n_bins), rtol=1e-12, atol=1e-9)
+                np.testing.assert_allclose(hist[1, f], np.bincount(b, hb.h[0, r], n_bins), rtol=1e-12, atol=1e-9)
+                np.testing.assert_array_equal(hist[2, f], np.bincount(b, minlength=n_bins))
+
+
+def test_one_or_two_histogram_threads_give_the_same_model(monkeypatch):
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(9_000, 6))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    probas = []
+    for n_threads in (2, 1):
+        monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
+        m = GradientBoostingClassifier(max_iter=10, random_state=0, early_stopping=False).fit(X, y)
+        probas.append(m.predict_proba(X))
+    np.testing.assert_array_equal(probas[0], probas[1])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_split_partitions_rows_and_histograms_one_child(monkeypatch, n_threads):
+    """HistogramBuilder.split: stable partition (both halves of a large node) and the child's histogram."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
+    rng = np.random.default_rng(2)
+    n, F, missing_bin = 12_000, 3, 6
+    XbT = rng.integers(0, missing_bin + 1, size=(F, n)).astype(np.uint8)
+    hb = tree_mod.HistogramBuilder(XbT, missing_bin + 1, constant_hessian=False)
+    hb.g[0] = rng.normal(size=n)
+    hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+    cat_set = np.array([True, False, False, True, False, True, True])
+    for idx in (None, np.sort(rng.choice(n, 9_000, replace=False)), np.arange(0, n, 7)):
+        rows = np.arange(n) if idx is None else idx
+        col = XbT[1, rows]
+        for b, mleft, cats in ((2, False, None), (3, True, None), (0, False, cat_set)):
+            go = cats[col] if cats is not None else (col <= b) | (mleft & (col == missing_bin))
+            for side in (None, 0, 1):
+                idx_l, idx_r, hist = hb.split(idx, 1, b, mleft, cats, missing_bin, int(go.sum()), side)
+                np.testing.assert_array_equal(idx_l, rows[go])
+                np.testing.assert_array_equal(idx_r, rows[~go])
+                if side is None:
+                    assert hist is None
+                    continue
+                child = (idx_l, idx_r)[side]
+                for f in range(F):
+                    bins_ = XbT[f, child]
+                    np.testing.assert_allclose(hist[0, f], np.bincount(bins_, hb.g[0, child], missing_bin + 1),
+                                               rtol=1e-12, atol=1e-9)
+                    np.testing.assert_allclose(hist[1, f], np.bincount(bins_, hb.h[0, child], missing_bin + 1),
+                                               rtol=1e-12, atol=1e-9)
+                    np.testing.assert_array_equal(hist[2, f], np.bincount(bins_, minlength=missing_bin + 1))

@@ -1,0 +1,73 @@
+"""Interleaved A/B of gradient boosting fits: several code trees and thread counts, one subprocess each.
+
+    python bench/boosting_ab.py ROUNDS SPEC [SPEC ...]
+
+SPEC is ``<path to a checkout or export>:<threads>`` (ours; threads sets
+``core.ensemble._hist_gbm_tree.N_THREADS``) or ``sklearn:<threads>`` (0 = scikit-learn's
+default threads, else threadpoolctl's limit).  Each entry fits make_classification(50000, 20)
+with max_iter=100, early_stopping=False and prints the best of 3 fits: wall (process CPU).
+Entries run one after the other in each round, so all see similar machine load.
+"""
+
+import os
+import subprocess
+import sys
+
+skcode = r'''
+import sys, time
+import numpy as np
+from sklearn.datasets import make_classification
+from sklearn.ensemble import HistGradientBoostingClassifier
+from threadpoolctl import threadpool_limits
+X, y = make_classification(50000, 20, n_informative=10, random_state=0)
+kw = dict(max_iter=100, early_stopping=False, random_state=0)
+nt = int(sys.argv[2]) or None
+with threadpool_limits(nt):
+    HistGradientBoostingClassifier(max_iter=3, early_stopping=False).fit(X, y)
+    best=(1e9,1e9)
+    for _ in range(3):
+        t=time.perf_counter(); c=time.process_time(); HistGradientBoostingClassifier(**kw).fit(X, y)
+        best=min(best,(time.perf_counter()-t, time.process_time()-c))
+print('%.3f %.3f' % best)
+'''
+code = r'''
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from sklearn.datasets import make_classification
+import core.ensemble._hist_gbm_tree as T
+from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
+T.N_THREADS = int(sys.argv[2])
+X, y = make_classification(50000, 20, n_informative=10, random_state=0)
+kw = dict(max_iter=100, early_stopping=False, random_state=0)
+GradientBoostingClassifier(max_iter=3, early_stopping=False).fit(X, y)
+best=(1e9,1e9)
+for _ in range(3):
+    t=time.perf_counter(); c=time.process_time(); GradientBoostingClassifier(**kw).fit(X, y)
+    best=min(best,(time.perf_counter()-t, time.process_time()-c))
+print('%.3f %.3f' % best)
+'''
+
+
+def main():
+    rounds = int(sys.argv[1])
+    specs = sys.argv[2:]
+    res = {d: [] for d in specs}
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    for r in range(rounds):
+        for d in specs:
+            path, nt = d.rsplit(":", 1)
+            src = skcode if path == "sklearn" else code
+            out = subprocess.run([sys.executable, "-c", src, path, nt], capture_output=True, text=True,
+                                 env=env, check=True).stdout.split()
+            res[d].append(tuple(map(float, out)))
+        cells = " ".join(f"{d}={w:.3f}({c:.3f})" for d in specs for w, c in [res[d][-1]])
+        print(r, f"load {os.getloadavg()[0]:.2f}", cells, flush=True)
+    for d in specs:
+        w = sorted(x[0] for x in res[d])
+        c = sorted(x[1] for x in res[d])
+        print(d, f"wall min {w[0]:.3f} median {w[len(w) // 2]:.3f} | cpu min {c[0]:.3f} median {c[len(c) // 2]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
