@@ -21,20 +21,32 @@ RUN python3 -m venv /opt/orchard \
       && rm -rf /var/lib/apt/lists/*; fi
 WORKDIR /src
 # Dependencies first, from pyproject.toml alone, so that this layer is reused while only the code changes.
-# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. Left out: the test suites
-# of the scientific packages, C/Cython sources and headers, debugging symbols of extension modules (not of
-# the vendored *.libs, which strip would break). Byte code is compiled with unchecked hashes at the end: a
-# COPY may not keep file times, and time-checked .pyc files would then be stale and recompiled (unwritable
-# for the unprivileged user) at every start.
+# Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. uvicorn comes with the two
+# parts of its [standard] extra that `orchard serve` uses (uvloop, httptools), not with websockets, watchfiles
+# (--reload) and PyYAML (YAML logging configs). Left out: test suites, SQLAlchemy's test harness and the dialects
+# whose drivers the image lacks (MySQL, SQL Server, Oracle), numpy.distutils (a build tool), C/Cython sources,
+# headers and static libraries, debugging symbols of extension modules (not of the vendored *.libs, which strip
+# would break); a vendored library shipped identically by two wheels (libgfortran, libquadmath in numpy.libs
+# and scipy.libs) is kept once, the other name a symbolic link to it. The build fails if an import of what
+# Orchard uses (API, training stack, RQ worker, SQLite and PostgreSQL dialects) breaks. Byte code is compiled
+# with unchecked hashes at the end: a COPY may not keep file times, and time-checked .pyc files would then be
+# stale and recompiled (unwritable for the unprivileged user) at every start.
 COPY pyproject.toml ./
-RUN python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']))" \
+RUN python3 -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+deps = p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']; \
+print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '\nuvloop\nhttptools')" \
       > requirements.txt \
  && PIP_CACHE="$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
  && /opt/orchard/bin/pip install $PIP_CACHE --prefer-binary -r requirements.txt \
  && SP="$(/opt/orchard/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
- && find "$SP/numpy" "$SP/scipy" -depth -type d -name tests -exec rm -rf {} + \
- && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \) -delete \
+ && find "$SP" -depth -type d \( -name tests -o -name test \) -exec rm -rf {} + \
+ && rm -rf "$SP/sqlalchemy/testing" "$SP/sqlalchemy/dialects/mssql" "$SP/sqlalchemy/dialects/mysql" \
+      "$SP/sqlalchemy/dialects/oracle" "$SP/numpy/distutils" \
+ && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \
+      -o -name "*.a" \) -delete \
+ && cd "$SP" && for f in *.libs/*; do b="${f#*/}"; for g in *.libs/"$b"; do \
+      if [ "$g" != "$f" ] && [ ! -L "$f" ] && [ ! -L "$g" ] && cmp -s "$f" "$g"; then ln -sf "../${f%%/*}/$b" "$g"; fi; \
+    done; done && cd /src \
  && if command -v strip >/dev/null; then \
       find "$SP" -name "*.so*" -type f -not -path "*.libs/*" -exec strip --strip-unneeded {} +; fi \
  && /opt/orchard/bin/python -c "import numpy, scipy.linalg, scipy.optimize, scipy.special, scipy.stats, uvloop, \
@@ -46,11 +58,20 @@ COPY service ./service
 RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
       --no-deps . \
  && /opt/orchard/bin/pip uninstall -q -y pip setuptools \
- && /opt/orchard/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null
+ && /opt/orchard/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null \
+ && cd / && /opt/orchard/bin/python -c "import core, service.app, service.cli, service.queue.worker_preload, \
+service.queue.rq_backend, sqlalchemy.dialects.sqlite, sqlalchemy.dialects.postgresql.psycopg, rq, redis" \
+ && cd /src
 
 FROM ${BASE_IMAGE}
+# python:*-slim ships its standard library without byte code, which the unprivileged user cannot write: every
+# start would compile the modules it imports again. Compile them once here (missing files only: a Debian base
+# has them already; left out: site-packages, test suites, GUI and 2to3 modules, never imported by Orchard).
 # A fixed unprivileged user (written directly: minimal bases may lack useradd).
-RUN echo "orchard:x:10001:10001:Orchard:/data:/usr/sbin/nologin" >> /etc/passwd \
+RUN python3 -m compileall -q -j 0 --invalidation-mode unchecked-hash \
+      -x '/(site-packages|dist-packages|test|tests|idlelib|tkinter|turtledemo|lib2to3|ensurepip)/' \
+      "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" >/dev/null \
+ && echo "orchard:x:10001:10001:Orchard:/data:/usr/sbin/nologin" >> /etc/passwd \
  && echo "orchard:x:10001:" >> /etc/group \
  && mkdir -p /data && chown 10001:10001 /data
 COPY --from=build /opt/orchard /opt/orchard

@@ -1,10 +1,13 @@
 """Embedded job queue: a pool of worker processes inside ``orchard serve``.
 
-Workers are started (spawned, not forked: the API process runs threads) when
-the server starts and wait on a shared queue, so an idle pool starts a job in
-milliseconds.  A monitor thread restarts dead workers and fails the job a dead
-worker was running.  ``workers=0`` runs jobs on threads of the API process
-(for tests and tiny installs).
+Workers are forked by a multiprocessing *forkserver* (never by the API process
+itself, which runs threads): a fresh process that limits BLAS to one thread and
+imports the training stack once (``worker_preload``), so each worker, and each
+worker restarted after a crash, starts warm in milliseconds.  Workers are
+started when the server starts and wait on a shared queue, so an idle pool
+starts a job in milliseconds.  A monitor thread restarts dead workers and fails
+the job a dead worker was running.  ``workers=0`` runs jobs on threads of the
+API process (for tests and tiny installs).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import multiprocessing as mp
 import queue as queue_mod
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import wait as _wait_ready
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,37 +26,66 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchard.queue")
 _prestarted: dict | None = None
+PRELOAD = ["service.queue.worker_preload"]
+
+
+def pool_context():
+    """The pool's multiprocessing context: a forkserver preloaded with the training stack (``spawn`` where
+    there is no forkserver). ``set_forkserver_preload`` applies when the forkserver starts (first worker)."""
+    if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - Windows
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _start_all(procs: list) -> None:
+    """Start the worker processes (from a thread: with a forkserver, ``Process.start`` returns only when the
+    child is forked, i.e. after the forkserver's preload, and the API's own imports must go on meanwhile)."""
+    for p in procs:
+        try:
+            p.start()
+        except Exception:  # noqa: BLE001 - the monitor restarts what did not start
+            log.exception("could not start a worker process")
+
+
+def _running(p) -> bool:
+    """Started and not ended. Looks at the process's sentinel without reaping it: the monitor thread alone
+    reads the exit code (two threads polling one forkserver child would race for it)."""
+    try:
+        return not _wait_ready([p.sentinel], 0)
+    except ValueError:  # not started yet
+        return False
 
 
 def prestart(settings: Settings) -> None:
-    """Spawn the pool's worker processes now, before the API process's own heavy imports, so that both warm
-    up in parallel (cold start to ready). The workers wait, imports done, until ``EmbeddedQueue.start`` says
-    the stores exist; ``EmbeddedQueue`` adopts them when its settings are the same. Used by ``orchard serve``.
+    """Start the forkserver and the pool's workers now, before the API process's own heavy imports, so that
+    the forkserver's imports (the training stack, once for all workers) run in parallel with the API's (cold
+    start to ready). The workers wait, warm, until ``EmbeddedQueue.start`` says the stores exist;
+    ``EmbeddedQueue`` adopts them when its settings are the same. Used by ``orchard serve``.
     """
     global _prestarted
     if settings.queue_url or settings.workers <= 0 or _prestarted is not None:
         return
-    ctx = mp.get_context("spawn")
+    ctx = pool_context()
     payload = settings.model_dump_json()
     q, go = ctx.Queue(), ctx.Event()
-    procs, ready = [], []
-    for _ in range(settings.workers):
-        ev = ctx.Event()
-        p = ctx.Process(target=_worker_main, args=(q, payload, ev, go), daemon=True)
-        p.start()
-        procs.append(p)
-        ready.append(ev)
-    _prestarted = {"payload": payload, "q": q, "go": go, "procs": procs, "ready": ready}
+    ready = [ctx.Event() for _ in range(settings.workers)]
+    procs = [ctx.Process(target=_worker_main, args=(q, payload, ev, go), daemon=True) for ev in ready]
+    starter = threading.Thread(target=_start_all, args=(procs,), daemon=True, name="orchard-pool-start")
+    starter.start()
+    _prestarted = {"payload": payload, "q": q, "go": go, "procs": procs, "ready": ready, "starter": starter}
 
 
 def _worker_main(q, settings_json: str, ready=None, go=None) -> None:
-    # BLAS threads: one per worker process, so N workers do not oversubscribe the cores
+    # BLAS threads: one per worker process, so N workers do not oversubscribe the cores (already set, before
+    # NumPy loaded, by the forkserver's preload; here for the spawn fallback)
     import os
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
-    from ..services.training import execute_job  # heavy imports happen before the first job
+    from ..services.training import execute_job  # preloaded by the forkserver: no import cost here
     from ..settings import Settings
     from .runtime import open_stores
 
@@ -81,9 +114,10 @@ class EmbeddedQueue:
         self.meta = meta
         self.art = art
         self.n = settings.workers
-        self._ctx = mp.get_context("spawn")
+        self._ctx = pool_context() if self.n > 0 else None
         self._procs: list = []
         self._ready: list = []
+        self._starter: threading.Thread | None = None
         self._adopted = None
         global _prestarted
         if self.n > 0 and _prestarted is not None and _prestarted["payload"] == settings.model_dump_json():
@@ -105,26 +139,32 @@ class EmbeddedQueue:
         payload = self.settings.model_dump_json()
         if self._adopted is not None:
             self._procs, self._ready = self._adopted["procs"], self._adopted["ready"]
+            self._starter = self._adopted["starter"]
             self._adopted["go"].set()  # the stores exist now
         else:
-            for _ in range(self.n):
-                proc, ev = self._spawn(payload)
-                self._procs.append(proc)
-                self._ready.append(ev)
+            self._ready = [self._ctx.Event() for _ in range(self.n)]
+            self._procs = [self._process(payload, ev) for ev in self._ready]
+            self._starter = threading.Thread(target=_start_all, args=(self._procs,), daemon=True,
+                                             name="orchard-pool-start")
+            self._starter.start()
         self._monitor = threading.Thread(target=self._watch, args=(payload,), daemon=True,
                                          name="orchard-pool-monitor")
         self._monitor.start()
 
+    def _process(self, payload: str, ev):
+        return self._ctx.Process(target=_worker_main, args=(self._q, payload, ev), daemon=True)
+
     def _spawn(self, payload: str):
         ev = self._ctx.Event()
-        p = self._ctx.Process(target=_worker_main, args=(self._q, payload, ev), daemon=True)
-        p.start()
+        p = self._process(payload, ev)
+        p.start()  # a fork of the warm forkserver: milliseconds
         return p, ev
 
     def _watch(self, payload: str) -> None:
+        self._starter.join()  # every worker of the first batch started (or failed to)
         while not self._stop.wait(1.0):
             for i, p in enumerate(list(self._procs)):
-                if p.is_alive():
+                if p._popen is not None and p.is_alive():
                     continue
                 log.warning("worker pid %s exited with code %s; restarting it", p.pid, p.exitcode)
                 self._fail_jobs_of(p.pid, p.exitcode)
@@ -151,19 +191,23 @@ class EmbeddedQueue:
         return self.meta.count_jobs("queued")
 
     def ping(self) -> None:
-        if self.n and not any(p.is_alive() and ev.is_set() for p, ev in zip(self._procs, self._ready, strict=True)):
+        if self.n and not any(_running(p) and ev.is_set() for p, ev in zip(self._procs, self._ready, strict=True)):
             raise RuntimeError("no worker process is ready yet (starting) or alive")
 
     def shutdown(self) -> None:
         self._stop.set()
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._starter is not None:
+            self._starter.join(timeout=60)  # workers still being forked (shutdown during start-up)
         for _ in self._procs:
             try:
                 self._q.put_nowait(None)
             except (queue_mod.Full, ValueError, OSError):
                 pass
         for p in self._procs:
+            if p._popen is None:  # never started
+                continue
             p.join(timeout=2)
             if p.is_alive():
                 p.terminate()
@@ -173,7 +217,7 @@ class EmbeddedQueue:
             self._q.join_thread()
         # drop the pool's queue, events and process objects now, so that their semaphores are released by
         # their finalizers: uvicorn re-raises SIGTERM after shutdown, and the exit-time finalizers never run
-        self._procs, self._ready, self._q, self._adopted = [], [], None, None
+        self._procs, self._ready, self._q, self._adopted, self._starter = [], [], None, None, None
         import gc
 
         gc.collect()
