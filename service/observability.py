@@ -58,14 +58,12 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self._sec = -1
         self._prefix = ""
-        self._prefix_b = b""
 
     def _ts(self, created: float) -> str:
         sec = int(created)
         if sec != self._sec:  # the formatted second is cached: isoformat per line is a measurable cost
             self._sec = sec
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-            self._prefix_b = self._prefix.encode()
         return f"{self._prefix}.{int((created - sec) * 1000):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
@@ -92,7 +90,9 @@ class BufferedStreamHandler(logging.Handler):
     errors, instead of one write system call per line. ``os.write`` on the descriptor keeps the offset it
     shares with the other processes writing to the same stderr (worker processes), so their lines never
     overlap. Lines wait in a deque: appending and popping are atomic, so writers take no lock.
-    ``write_line`` lets the access log skip the LogRecord machinery (see RequestRecorder)."""
+    ``write_line`` lets the access log skip the LogRecord machinery (see RequestRecorder): it queues the line's
+    raw fields, and the line is formatted when written, in a batch (cache-warm: formatting each line between
+    two requests cost several times more)."""
 
     PENDING = 512
 
@@ -121,7 +121,7 @@ class BufferedStreamHandler(logging.Handler):
             if not buf:
                 return
             popleft = buf.popleft
-            data = b"".join([popleft() for _ in range(len(buf))])
+            data = b"".join([x if type(x) is bytes else _access_line(x) for x in [popleft() for _ in range(len(buf))]])
             view = memoryview(data)
             try:
                 while view:
@@ -129,7 +129,8 @@ class BufferedStreamHandler(logging.Handler):
             except OSError:
                 pass
 
-    def write_line(self, line: bytes) -> None:
+    def write_line(self, line) -> None:
+        """Queue one line: bytes, or the raw fields of an access-log line (formatted when written)."""
         buf = self._buf
         buf.append(line)
         if len(buf) >= self.PENDING:
@@ -360,17 +361,8 @@ class RequestRecorder:
                     parts = (method.encode(), route.encode())
                     if len(_LINE_PARTS) < 256:  # methods come from clients: keep the cache bounded
                         _LINE_PARTS[key] = parts
-                path = orjson.dumps(scope["path"])
-                now = time.time()
-                sec = int(now)
-                fmt = direct[1]
-                if sec != fmt._sec:
-                    fmt._ts(now)  # renews the cached "YYYY-MM-DDTHH:MM:SS" of this second
-                us = int(elapsed * 1e6)  # integer formatting: %.3f of a float costs more than the rest
-                m = parts[0]
-                direct[0].write_line(_ACCESS_LINE % (
-                    fmt._prefix_b, int((now - sec) * 1000), m, path[1:-1], status, rid.encode(), m, path,
-                    parts[1], status, us // 1000, us % 1000, nbytes, (client[0] if client else "").encode()))
+                direct[0].write_line((time.time(), parts[0], scope["path"], status, rid, parts[1],
+                                      int(elapsed * 1e6), nbytes, client[0] if client else ""))
             elif access_log.isEnabledFor(logging.INFO):
                 access_log.info("%s %s %d", method, scope["path"], status, extra={"request_id": rid, "fields": {
                     "method": method, "path": scope["path"], "route": route, "status": status,
@@ -424,3 +416,17 @@ class Observability:
 _ACCESS_LINE = (b'{"ts":"%s.%03dZ","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
                 b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%d.%03d,"bytes":%d,"client":"%s"}\n')
 _LINE_PARTS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+_ts_second = [-1, b""]  # the formatted "YYYY-MM-DDTHH:MM:SS" of the last second seen (flush holds a lock)
+
+
+def _access_line(item: tuple) -> bytes:
+    """One access-log line from the fields ``RequestRecorder.record`` queued; every interpolated value is
+    JSON-safe (see _ACCESS_LINE). The duration is formatted from integer microseconds."""
+    now, method, path, status, rid, route, us, nbytes, client = item
+    sec = int(now)
+    if sec != _ts_second[0]:
+        _ts_second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
+        _ts_second[0] = sec
+    p = orjson.dumps(path)
+    return _ACCESS_LINE % (_ts_second[1], int((now - sec) * 1000), method, p[1:-1], status, rid.encode(), method,
+                           p, route, status, us // 1000, us % 1000, nbytes, client.encode())
