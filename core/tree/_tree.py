@@ -1098,30 +1098,25 @@ class NodeTable:
         feat0, thr0, ch2, leaf = self.feat0, self.thr0, self.ch2, self.is_leaf
         left = getattr(self, "left", None)
         take = np.take
-        if n * T <= 4096:  # small batches (single rows): no compaction bookkeeping
-            for _ in range(self.max_depth):
-                idx = take(feat0, node)
-                idx += rowbase
-                go = take(Xf, idx) > take(thr0, node)
-                if left is not None:
-                    node = take(left, node)
-                    node += go
-                else:
-                    node *= 2
-                    node += go
-                    node = take(ch2, node)
-            return node.reshape(n, T)
-        for d in range(self.max_depth):
+
+        def descend(node, rowbase):  # one level for every pair (a leaf's children are itself)
             idx = take(feat0, node)
             idx += rowbase
             go = take(Xf, idx) > take(thr0, node)
             if left is not None:
                 node = take(left, node)
                 node += go
-            else:
-                node *= 2
-                node += go
-                node = take(ch2, node)
+                return node
+            node *= 2
+            node += go
+            return take(ch2, node)
+
+        if n * T <= 4096:  # small batches (single rows): no compaction bookkeeping
+            for _ in range(self.max_depth):
+                node = descend(node, rowbase)
+            return node.reshape(n, T)
+        for d in range(self.max_depth):
+            node = descend(node, rowbase)
             if d % self._COMPACT_EVERY == self._COMPACT_EVERY - 1 and d + 1 < self.max_depth:
                 lf = take(leaf, node)
                 if lf.any():
