@@ -98,19 +98,8 @@ def column_or_1d(y, *, name: str = "y") -> np.ndarray:
 def check_X_y(X, y, *, allow_nan: bool = False, y_numeric: bool = False, min_samples: int = 1, **kw):
     """Check ``X`` and ``y`` together: consistent lengths, numeric finite ``y`` if asked."""
     X = check_array(X, allow_nan=allow_nan, min_samples=min_samples, **kw)
-    if y is None:
-        raise DataError("y is required for a supervised estimator")
-    y = column_or_1d(y)
-    if y.shape[0] != X.shape[0]:
-        raise DataError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
-    if y_numeric:
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise DataError("y must be numeric for a regressor") from None
-        if not np.isfinite(y).all():
-            raise DataError("y contains NaN or infinity")
-    else:
+    y = check_target(y, X.shape[0], numeric=y_numeric)
+    if not y_numeric:
         if y.dtype.kind == "f" and np.isnan(y).any():
             raise DataError("y contains missing values (NaN)")
         if y.dtype == object and any(v is None for v in y):
