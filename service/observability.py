@@ -341,15 +341,8 @@ class RequestRecorder:
 
     def record(self, scope, route: str, status: int, elapsed: float, nbytes: int, rid: str) -> None:
         method = scope["method"]
-        stats = self.stats
-        if stats is not None:  # RequestStats.observe, inlined
-            entry = stats.series.get((method, route))
-            if entry is None:
-                entry = stats.series[(method, route)] = [[0] * (len(_BUCKETS) + 1), 0.0, {}]
-            entry[0][bisect_left(_BUCKETS, elapsed)] += 1
-            entry[1] += elapsed
-            by_status = entry[2]
-            by_status[status] = by_status.get(status, 0) + 1
+        if self.stats is not None:
+            self.stats.observe(method, route, status, elapsed)
         if self.access_log_on:
             direct = _direct
             client = scope.get("client")
@@ -385,7 +378,7 @@ class Observability:
         rid = None
         for k, v in scope["headers"]:
             if k == b"x-request-id":
-                if _VALID_ID.match(v):
+                if valid_request_id(v):
                     rid = v.decode()
                 break
         if rid is None:
