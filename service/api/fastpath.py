@@ -16,14 +16,13 @@ from time import perf_counter
 
 import orjson
 
-from ..errors import PROBLEM, ProblemError, TooLarge, UnsupportedMedia, invalid
+from ..errors import ProblemError, TooLarge, UnsupportedMedia, invalid, problem_response
 from ..observability import new_request_id, request_id_var, valid_request_id
 from .models import predict_payload
 
 log = logging.getLogger("orchard")
 ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route template
 _JSON = b"application/json"
-_PROBLEM = PROBLEM.encode()
 
 
 def predict_model_id(path: str) -> str | None:
@@ -66,12 +65,12 @@ class PredictFrontDoor:
             except ProblemError as exc:
                 if self.on_predict:
                     self.on_predict(model_id, 0, exc.status)
-                status, nbytes = await _send_problem(send, exc, rid_header)
+                status, nbytes = await _send_problem(scope, receive, send, exc, rid_header)
                 return
             except Exception:  # noqa: BLE001 - the same last resort as the app's handler
                 log.exception("unhandled error predicting with %s", model_id)
                 status, nbytes = await _send_problem(
-                    send, ProblemError("an unexpected error occurred; see the server log", status=500,
+                    scope, receive, send, ProblemError("an unexpected error occurred; see the server log", status=500,
                                        title="Internal Server Error"), rid_header)
                 return
             if out is None:  # the client went away before sending its body
@@ -126,14 +125,9 @@ class PredictFrontDoor:
         return predict_payload(runtime.cache.get(model_id), payload, runtime.settings.max_predict_rows)
 
 
-async def _send_problem(send, exc: ProblemError, rid_header) -> tuple[int, int]:
-    """Answer ``exc`` as problem+json (with its headers and the request id); returns (status, body bytes)."""
-    body = {"type": exc.type_, "title": exc.title, "status": exc.status, "detail": exc.detail}
-    if exc.errors:
-        body["errors"] = exc.errors
-    data = orjson.dumps(body)
-    headers = [(b"content-type", _PROBLEM), (b"content-length", b"%d" % len(data)), rid_header]
-    headers += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in exc.headers.items()]
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
-    return exc.status, len(data)
+async def _send_problem(scope, receive, send, exc: ProblemError, rid_header) -> tuple[int, int]:
+    """Answer ``exc`` as the app's handler would (problem+json, its headers) plus the request id."""
+    resp = problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers, exc.type_)
+    resp.raw_headers.append(rid_header)
+    await resp(scope, receive, send)
+    return exc.status, len(resp.body)
