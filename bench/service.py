@@ -88,6 +88,13 @@ def wrk(url: str, body: str, duration: int, connections: int) -> dict:
     return {"rps": rps, "p50_ms": pct(50), "p99_ms": pct(99), "errors": int(non2xx.group(1)) if non2xx else 0}
 
 
+def upload_breast_cancer(c: httpx.Client, data) -> str:
+    """Upload breast_cancer (30 numeric features, target ``diagnosis``) to a running server; its dataset id."""
+    cols = [f"f{j}" for j in range(data.data.shape[1])] + ["diagnosis"]
+    rows = [list(map(float, x)) + [data.target_names[t]] for x, t in zip(data.data, data.target, strict=True)]
+    return c.post("/v1/datasets", json={"name": "breast_cancer", "columns": cols, "rows": rows}).json()["id"]
+
+
 def _real_python() -> str:
     """The interpreter binary itself (valgrind must not trace a shell shim such as pyenv's)."""
     return os.path.realpath(sys.executable)
@@ -128,9 +135,7 @@ def main_callgrind(args, data, env, server_env) -> None:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/health/ready")
         c = httpx.Client(base_url=base, timeout=60)
-        cols = [f"f{j}" for j in range(data.data.shape[1])] + ["diagnosis"]
-        rows = [list(map(float, x)) + [data.target_names[t]] for x, t in zip(data.data, data.target, strict=True)]
-        ds = c.post("/v1/datasets", json={"name": "breast_cancer", "columns": cols, "rows": rows}).json()["id"]
+        ds = upload_breast_cancer(c, data)
         job = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds,
                                         "target": "diagnosis"}).json()
         while (j := c.get(f"/v1/jobs/{job['job']['id']}").json())["status"] not in ("succeeded", "failed"):
@@ -184,9 +189,7 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/health/ready")
         c = httpx.Client(base_url=base, timeout=60)
-        cols = [f"f{j}" for j in range(data.data.shape[1])] + ["diagnosis"]
-        rows = [list(map(float, x)) + [data.target_names[t]] for x, t in zip(data.data, data.target, strict=True)]
-        ds = c.post("/v1/datasets", json={"name": "breast_cancer", "columns": cols, "rows": rows}).json()["id"]
+        ds = upload_breast_cancer(c, data)
 
         # -- 2. train -> running latency, idle pool ------------------------------------------------
         server_ms, client_ms = [], []
