@@ -13,40 +13,34 @@ import os
 import subprocess
 import sys
 
-skcode = r'''
-import sys, time
-import numpy as np
-from sklearn.datasets import make_classification
-from sklearn.ensemble import HistGradientBoostingClassifier
-from threadpoolctl import threadpool_limits
+_TIMED = r'''
 X, y = make_classification(50000, 20, n_informative=10, random_state=0)
 kw = dict(max_iter=100, early_stopping=False, random_state=0)
-nt = int(sys.argv[2]) or None
-with threadpool_limits(nt):
-    HistGradientBoostingClassifier(max_iter=3, early_stopping=False).fit(X, y)
-    best=(1e9,1e9)
+with limits:
+    Model(max_iter=3, early_stopping=False).fit(X, y)  # warm-up
+    best = (1e9, 1e9)
     for _ in range(3):
-        t=time.perf_counter(); c=time.process_time(); HistGradientBoostingClassifier(**kw).fit(X, y)
-        best=min(best,(time.perf_counter()-t, time.process_time()-c))
+        t, c = time.perf_counter(), time.process_time()
+        Model(**kw).fit(X, y)
+        best = min(best, (time.perf_counter() - t, time.process_time() - c))
 print('%.3f %.3f' % best)
 '''
+skcode = r'''
+import contextlib, sys, time
+from sklearn.datasets import make_classification
+from sklearn.ensemble import HistGradientBoostingClassifier as Model
+from threadpoolctl import threadpool_limits
+limits = threadpool_limits(int(sys.argv[2]) or None)
+''' + _TIMED
 code = r'''
-import sys, time
+import contextlib, sys, time
 sys.path.insert(0, sys.argv[1])
-import numpy as np
 from sklearn.datasets import make_classification
 import core.ensemble._hist_gbm_tree as T
-from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
+from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier as Model
 T.N_THREADS = int(sys.argv[2])
-X, y = make_classification(50000, 20, n_informative=10, random_state=0)
-kw = dict(max_iter=100, early_stopping=False, random_state=0)
-GradientBoostingClassifier(max_iter=3, early_stopping=False).fit(X, y)
-best=(1e9,1e9)
-for _ in range(3):
-    t=time.perf_counter(); c=time.process_time(); GradientBoostingClassifier(**kw).fit(X, y)
-    best=min(best,(time.perf_counter()-t, time.process_time()-c))
-print('%.3f %.3f' % best)
-'''
+limits = contextlib.nullcontext()
+''' + _TIMED
 
 
 def main():
