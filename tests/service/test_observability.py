@@ -119,17 +119,18 @@ def test_json_formatter_takes_the_request_id_from_context_and_formats_exceptions
     assert doc["msg"] == "failed x" and doc["request_id"] == "ctx-1" and "ValueError: boom" in doc["exc"]
 
 
-def test_direct_access_lines_are_json_in_order_and_none_is_lost(tmp_path, monkeypatch):
-    """The access log's fast sink (RequestRecorder -> BufferedStreamHandler.write_line): every line is one
-    JSON object with the request's fields, and lines written from several threads while the flusher runs
-    are all written, each exactly once."""
+@pytest.fixture
+def orchard_logging(tmp_path, monkeypatch, request):
+    """Orchard's logging setup (its buffered handler the root's only one, access lines allowed to bypass
+    ``logging``) writing to tmp_path/access.log; the root logger is restored afterwards. Yields
+    (observability module, handler, formatter, log path); ``request.param`` is the flush interval."""
     import os
-    import threading
 
     from service import observability as obs
 
-    fd = os.open(tmp_path / "access.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    handler = obs.BufferedStreamHandler(fd, interval=0.001)
+    path = tmp_path / "access.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    handler = obs.BufferedStreamHandler(fd, interval=request.param)
     fmt = JsonFormatter()
     handler.setFormatter(fmt)
     root = logging.getLogger()
@@ -139,25 +140,38 @@ def test_direct_access_lines_are_json_in_order_and_none_is_lost(tmp_path, monkey
     monkeypatch.setattr(obs, "_access_sink", (handler, fmt, [handler]))
     monkeypatch.setattr(obs, "_direct", None)
     obs.refresh_access_sink()
-    assert obs._direct is not None  # the setup is Orchard's: lines bypass logging
-    recorder = obs.RequestRecorder(None, True)
-    scope = {"method": "POST", "path": '/v1/models/m"1/predict', "client": ("10.0.0.7", 1)}
     try:
-        def work(t):
-            for i in range(3000):
-                recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 0.00125, i, f"rid-{t}-{i}")
-
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        yield obs, handler, fmt, path
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
         handler.close()
         os.close(fd)
-    docs = [orjson.loads(line) for line in (tmp_path / "access.log").read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize("orchard_logging", [0.001], indirect=True)
+def test_direct_access_lines_are_json_in_order_and_none_is_lost(orchard_logging):
+    """The access log's fast sink (RequestRecorder -> BufferedStreamHandler.write_line): every line is one
+    JSON object with the request's fields, and lines written from several threads while the flusher runs
+    are all written, each exactly once."""
+    import threading
+
+    obs, handler, _, path = orchard_logging
+    assert obs._direct is not None  # the setup is Orchard's: lines bypass logging
+    recorder = obs.RequestRecorder(None, True)
+    scope = {"method": "POST", "path": '/v1/models/m"1/predict', "client": ("10.0.0.7", 1)}
+
+    def work(t):
+        for i in range(3000):
+            recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 0.00125, i, f"rid-{t}-{i}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    handler.flush()
+    docs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert len(docs) == 12000
     assert {d["request_id"] for d in docs} == {f"rid-{t}-{i}" for t in range(4) for i in range(3000)}
     d = docs[0]
@@ -170,17 +184,11 @@ def test_direct_access_lines_are_json_in_order_and_none_is_lost(tmp_path, monkey
         assert mine == sorted(mine)
 
 
-def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(tmp_path, monkeypatch):
+@pytest.mark.parametrize("orchard_logging", [3600], indirect=True)
+def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(orchard_logging):
     """A handler added to the root (a log shipper, pytest's caplog) sees access lines at once; a setup replaced
     wholesale is noticed at the flusher's next tick (refresh_access_sink)."""
-    import os
-
-    from service import observability as obs
-
-    fd = os.open(tmp_path / "direct.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    handler = obs.BufferedStreamHandler(fd, interval=3600)
-    fmt = JsonFormatter()
-    handler.setFormatter(fmt)
+    obs, handler, fmt, path = orchard_logging
     seen = []
 
     class Collect(logging.Handler):
@@ -188,28 +196,17 @@ def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(tmp_path
             seen.append(fmt.format(record))
 
     root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    monkeypatch.setattr(obs, "_access_sink", (handler, fmt, [handler]))
-    monkeypatch.setattr(obs, "_direct", None)
     recorder = obs.RequestRecorder(None, True)
     scope = {"method": "GET", "path": "/x", "client": None}
-    try:
-        obs.refresh_access_sink()
-        recorder.record(scope, "/x", 200, 0.001, 1, "direct-1")
-        extra = Collect()
-        root.addHandler(extra)  # noticed at once
-        recorder.record(scope, "/x", 200, 0.001, 1, "both-2")
-        root.handlers[:] = [extra]  # replaced: the next tick turns the direct path off
-        obs.refresh_access_sink()
-        assert obs._direct is None
-        recorder.record(scope, "/x", 200, 0.001, 1, "logging-3")
-    finally:
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
-        handler.close()
-        os.close(fd)
-    direct = [orjson.loads(x)["request_id"] for x in (tmp_path / "direct.log").read_bytes().splitlines()]
+    recorder.record(scope, "/x", 200, 0.001, 1, "direct-1")
+    extra = Collect()
+    root.addHandler(extra)  # noticed at once
+    recorder.record(scope, "/x", 200, 0.001, 1, "both-2")
+    root.handlers[:] = [extra]  # replaced: the next tick turns the direct path off
+    obs.refresh_access_sink()
+    assert obs._direct is None
+    recorder.record(scope, "/x", 200, 0.001, 1, "logging-3")
+    handler.flush()
+    direct = [orjson.loads(x)["request_id"] for x in path.read_bytes().splitlines()]
     assert direct == ["direct-1", "both-2"]  # the second through logging into Orchard's handler too
     assert [orjson.loads(x)["request_id"] for x in seen] == ["both-2", "logging-3"]
