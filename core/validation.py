@@ -11,6 +11,8 @@ import math
 import numpy as np
 
 _SMALL = 256  # arrays up to this size are checked for finiteness by one Python sum (see check_array)
+_F64 = np.dtype(np.float64)  # the native float64 dtype: a singleton, so `arr.dtype is _F64` is an exact test
+_MISSING = object()
 
 __all__ = [
     "DataError",
@@ -21,6 +23,7 @@ __all__ = [
     "check_sample_weight",
     "check_is_fitted",
     "check_n_features",
+    "check_predict_input",
     "column_or_1d",
 ]
 
@@ -167,3 +170,22 @@ def check_n_features(est, X: np.ndarray) -> None:
     expected = getattr(est, "n_features_in_", None)
     if expected is not None and X.shape[1] != expected:
         raise DataError(f"X has {X.shape[1]} features, but the model was fitted with {expected}")
+
+
+def check_predict_input(est, X, attribute: str) -> np.ndarray:
+    """The prediction-time check of an estimator in one call: ``check_is_fitted(est, [attribute])``, then
+    ``check_array(X)`` and ``check_n_features(est, X)``, with the same errors.
+
+    A small float64 C-contiguous 2-d array of the fitted width whose values are finite (the single-row
+    predictions the service sends) is returned as it is after a handful of attribute reads and one Python
+    sum; anything else takes the full checks.
+    """
+    if getattr(est, attribute, _MISSING) is _MISSING:
+        check_is_fitted(est, [attribute])  # raises NotFittedError with its message
+    if (type(X) is np.ndarray and X.dtype is _F64 and X.ndim == 2 and X.size <= _SMALL and X.size
+            and X.flags.c_contiguous and X.shape[1] == getattr(est, "n_features_in_", -1)
+            and math.isfinite(sum(X.ravel().tolist()))):
+        return X
+    X = check_array(X)
+    check_n_features(est, X)
+    return X

@@ -22,7 +22,7 @@ from ..context import NULL_CONTEXT
 from ..kernels import squared_euclidean
 from ..params import Choice, Float, Int, ParamError
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_array, check_predict_input
 from ._hierarchy import LINKAGES, cut_tree, linkage_matrix
 
 
@@ -76,7 +76,5 @@ class AgglomerativeClustering(Clusterer):
 
     def predict(self, X):
         """Label of the nearest cluster centroid (Euclidean)."""
-        check_is_fitted(self, ["cluster_centers_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "cluster_centers_")
         return np.argmin(squared_euclidean(X, self.cluster_centers_), axis=1)

@@ -17,7 +17,7 @@ from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ..validation import DataError, check_array, check_predict_input, check_sample_weight
 from . import _kmeans_engine as eng
 
 
@@ -101,9 +101,7 @@ class DivisiveClustering(Clusterer):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, ["cluster_centers_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "cluster_centers_")
         out = np.empty(X.shape[0], dtype=np.intp)
         stack = [(self._tree, np.arange(X.shape[0]))]
         while stack:

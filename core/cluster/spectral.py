@@ -27,7 +27,7 @@ from ..kernels import kernel_matrix
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_array, check_predict_input
 from . import _kmeans_engine as eng
 
 
@@ -102,8 +102,6 @@ class SpectralClustering(Clusterer):
 
     def predict(self, X):
         """Label of the nearest training point."""
-        check_is_fitted(self, ["labels_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "labels_")
         _, idx = self._tree.query(X, k=1)
         return self.labels_[np.asarray(idx).reshape(-1)]

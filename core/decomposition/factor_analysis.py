@@ -24,7 +24,7 @@ from ..base import Transformer
 from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features
+from ..validation import check_array, check_is_fitted, check_predict_input
 from ._utils import flip_rows
 
 _SMALL = 1e-12
@@ -125,9 +125,7 @@ class FactorAnalysis(Transformer):
         return self
 
     def _check(self, X):
-        check_is_fitted(self, ["components_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "components_")
         return X
 
     def transform(self, X):

@@ -23,7 +23,7 @@ from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features
+from ..validation import check_array, check_is_fitted, check_predict_input
 from ._utils import flip_rows
 
 
@@ -159,9 +159,7 @@ class FastICA(Transformer):
 
     def transform(self, X):
         """Estimated sources S = (X - mean) components_^T."""
-        check_is_fitted(self, ["components_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "components_")
         return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, S):

@@ -21,7 +21,7 @@ from ..kernels import kernel_matrix
 from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_array, check_is_fitted, check_predict_input
 from ._utils import flip_columns
 
 
@@ -94,9 +94,7 @@ class KernelPCA(Transformer):
         return self
 
     def transform(self, X):
-        check_is_fitted(self, ["eigenvectors_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "eigenvectors_")
         K = self._kernel(X, self.X_fit_, gamma=self.gamma_)
         kmean = K.mean(axis=1)
         K -= self._row_means[None, :]

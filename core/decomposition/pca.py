@@ -22,7 +22,7 @@ from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float, Int, OneOf, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_array, check_is_fitted, check_predict_input
 from ._utils import flip_rows
 
 
@@ -117,9 +117,7 @@ class PCA(Transformer):
         return self
 
     def transform(self, X):
-        check_is_fitted(self, ["components_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "components_")
         Z = X @ self.components_.T
         Z -= self.mean_ @ self.components_.T  # (X - mean) V^T without a centred copy of X
         if self.whiten:

@@ -10,7 +10,7 @@ from ..base import Density
 from ..context import NULL_CONTEXT
 from ..params import Choice, Float, ListOf, ParamError
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ..validation import DataError, check_array, check_predict_input, check_sample_weight
 
 
 def _chol(S: np.ndarray, what: str) -> np.ndarray:
@@ -130,9 +130,7 @@ class GaussianDensity(Density):
 
     def score_samples(self, X):
         """Log density of each row under the fitted (MLE or posterior predictive) distribution."""
-        check_is_fitted(self, ["location_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "location_")
         d = X.shape[1]
         maha, logdet = _maha_logdet(X, self.location_, self._L)
         if self.predictive_ == "normal":

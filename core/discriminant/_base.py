@@ -15,7 +15,7 @@ from scipy import linalg
 from ..base import Classifier
 from ..naive_bayes._base import log_softmax, softmax
 from ..params import Choice, Float, ListOf, OneOf, ParamError
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_predict_input
 
 SHRINKAGE = OneOf(
     None,
@@ -115,9 +115,7 @@ class DiscriminantClassifier(Classifier):
     """Base: subclasses implement ``_decision(X)`` = log prior + log likelihood (up to a constant)."""
 
     def _check(self, X) -> np.ndarray:
-        check_is_fitted(self, ["classes_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "classes_")
         return X
 
     def decision_function(self, X) -> np.ndarray:

@@ -30,7 +30,7 @@ from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 
 __all__ = ["enet_coordinate_descent", "CoordinateDescentRegressor"]
 
@@ -193,7 +193,5 @@ class CoordinateDescentRegressor(Regressor):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         return X @ self.coef_ + self.intercept_

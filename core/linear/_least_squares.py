@@ -23,7 +23,7 @@ from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..params import Bool, Float, Int, Seed
 from ..random import check_random_state
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 from . import _common
 from ._optim import accelerated_gradient, minibatch_sgd
 from .basis import BASIS_PARAMS, make_basis
@@ -134,7 +134,5 @@ class BasisLeastSquaresRegressor(Regressor):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         return self.basis_.transform(X) @ self.coef_ + self.intercept_

@@ -35,7 +35,7 @@ from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 from ._common import class_weight_vector, lipschitz_sq
 from ._optim import accelerated_gradient, cholesky_direction, minibatch_sgd, newton_minimize, soft_threshold
 
@@ -317,9 +317,7 @@ class LogisticModel(Classifier):
         return self
 
     def decision_function(self, X):
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         Z = X @ self.coef_.T + self.intercept_
         return Z[:, 0] if self.multi_class_ == "binary" else Z
 
@@ -345,5 +343,5 @@ class LogisticModel(Classifier):
     def predict(self, X):
         Z = self.decision_function(X)
         if self.multi_class_ == "binary":
-            return self.classes_[(Z > 0).astype(np.intp)]
+            return self.classes_.take(Z > 0)
         return self.classes_[np.argmax(Z, axis=1)]

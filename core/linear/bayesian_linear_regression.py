@@ -32,7 +32,7 @@ from ..context import NULL_CONTEXT
 from ..params import Bool, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 from ._common import center_data
 from .basis import BASIS_PARAMS, make_basis
 
@@ -122,9 +122,7 @@ class BayesianLinearRegression(Regressor):
 
     def predict(self, X, return_std: bool = False):
         """Predictive mean; with ``return_std`` also sqrt(1/beta + phi_c^T S_N phi_c)."""
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         Phi = self.basis_.transform(X)
         mean = Phi @ self.coef_ + self.intercept_
         if not return_std:

@@ -16,7 +16,7 @@ from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 from ._common import center_data, solve_lstsq, solve_ridge_cholesky
 
 
@@ -63,14 +63,12 @@ class LeastSquaresClassifier(Classifier):
         return self
 
     def decision_function(self, X):
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         Z = X @ self.coef_.T + self.intercept_
         return Z[:, 0] - self.threshold_ if Z.shape[1] == 1 else Z
 
     def predict(self, X):
         Z = self.decision_function(X)
         if Z.ndim == 1:
-            return self.classes_[(Z > 0).astype(np.intp)]
+            return self.classes_.take(Z > 0)
         return self.classes_[np.argmax(Z, axis=1)]

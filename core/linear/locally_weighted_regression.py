@@ -26,7 +26,7 @@ from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..params import Bool, Float
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 
 _posv = get_lapack_funcs("posv", (np.empty(1),))
 
@@ -110,9 +110,7 @@ class LocallyWeightedRegression(Regressor):
         return s
 
     def predict(self, X):
-        check_is_fitted(self, ["X_fit_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "X_fit_")
         if X.shape[0] == 1:
             return np.array([self._predict_one(X[0])])
         return np.array([self._predict_one(x) for x in X])

@@ -26,7 +26,7 @@ from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 
 
 def _train_perceptrons(X, T, s, p, rng, ctx):
@@ -144,9 +144,7 @@ class Perceptron(Classifier):
 
     def decision_function(self, X):
         """Binary: w^T x + b; OvR: one score per class; OvO: votes plus scaled confidences (as sklearn)."""
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         Z = X @ self.coef_.T + self.intercept_
         if self.multi_class_ == "binary":
             return Z[:, 0]
@@ -161,5 +159,5 @@ class Perceptron(Classifier):
     def predict(self, X):
         Z = self.decision_function(X)
         if self.multi_class_ == "binary":
-            return self.classes_[(Z > 0).astype(np.intp)]
+            return self.classes_.take(Z > 0)
         return self.classes_[np.argmax(Z, axis=1)]

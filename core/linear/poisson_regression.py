@@ -22,14 +22,7 @@ from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float, Int
 from ..registry import register
-from ..validation import (
-    DataError,
-    check_array,
-    check_is_fitted,
-    check_n_features,
-    check_sample_weight,
-    check_X_y,
-)
+from ..validation import DataError, check_predict_input, check_sample_weight, check_X_y
 from ._optim import cholesky_direction, newton_minimize
 
 _ETA_MAX = 700.0
@@ -116,9 +109,7 @@ class PoissonRegression(Regressor):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, ["coef_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "coef_")
         return np.exp(np.minimum(X @ self.coef_ + self.intercept_, _ETA_MAX))
 
     @classmethod

@@ -25,7 +25,7 @@ from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state, spawn_seeds
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_array, check_is_fitted, check_predict_input
 
 _LOG2PI = np.log(2.0 * np.pi)
 
@@ -218,9 +218,7 @@ class GaussianMixture(Clusterer):
 
     # -- prediction -----------------------------------------------------------------
     def _weighted_log_prob(self, X):
-        check_is_fitted(self, ["means_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "means_")
         return _log_gaussian(X, self.means_, self.precisions_cholesky_, self.covariance_type) + np.log(
             self.weights_
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..params import Choice, Float, Int
-from ..validation import DataError, check_array, check_is_fitted, check_n_features
+from ..validation import DataError, check_predict_input
 from ._search import NeighborIndex
 
 KNN_PARAMS = {
@@ -63,9 +63,7 @@ class KNNMixin:
 
     def kneighbors(self, X, n_neighbors: int | None = None):
         """Distances and training indices of the nearest neighbours, sorted (distance, index)."""
-        check_is_fitted(self, ["index_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "index_")
         k = self.n_neighbors_ if n_neighbors is None else int(n_neighbors)
         if not 1 <= k <= self.index_.X.shape[0]:
             raise DataError(f"n_neighbors must be in [1, {self.index_.X.shape[0]}], got {k}")

@@ -11,7 +11,7 @@ import numpy as np
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 from .mlp_engine import common_params, fit_network, set_fitted
 
 
@@ -51,8 +51,6 @@ class MLPRegressor(Regressor):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, ["net_"])
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "net_")
         with np.errstate(over="ignore", under="ignore"):
             return self.net_.forward(X)[:, 0].copy()

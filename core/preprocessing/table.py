@@ -29,6 +29,7 @@ __all__ = ["TablePreprocessor", "FEATURE_TYPES"]
 
 FEATURE_TYPES = ("numeric", "boolean", "categorical")
 _IMPUTE = ("mean", "median", "most_frequent")
+_F64 = np.dtype(np.float64)  # native float64: a singleton dtype, so `is` is an exact test
 _SCALE_METHODS = ("standard", "minmax")
 
 
@@ -319,7 +320,7 @@ class TablePreprocessor:
             raise DataError("transform_matrix needs all-numeric features; use transform")
         if A.ndim != 2 or A.shape[1] != len(self._num_names):
             raise DataError(f"expected a matrix with {len(self._num_names)} columns, got shape {A.shape}")
-        if copy or A.dtype != np.float64 or not A.flags.c_contiguous:
+        if copy or A.dtype is not _F64 or not A.flags.c_contiguous:
             X = np.array(A, dtype=np.float64, order="C")  # a copy: the caller's array is never modified
         else:
             X = A

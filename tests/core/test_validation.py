@@ -42,3 +42,40 @@ def test_check_array_finiteness_is_exact_for_small_and_large_arrays(n):
     mixed[0, 0] = -np.inf  # an infinity hidden among overflowing finite values
     with pytest.raises(DataError):
         check_array(mixed)
+
+
+class _Fitted:
+    def __init__(self, n_features):
+        self.coef_ = np.ones(n_features)
+        self.n_features_in_ = n_features
+
+
+@pytest.mark.parametrize("n", [1, 3, 300])  # 300 values: past the short path
+def test_check_predict_input_short_path_keeps_every_check(n):
+    """check_predict_input = check_is_fitted + check_array + check_n_features, short path included:
+    the same array back when it is already clean, the same errors otherwise."""
+    from core.validation import NotFittedError, check_predict_input
+
+    est = _Fitted(n)
+    X = np.arange(float(n)).reshape(1, n)
+    assert check_predict_input(est, X, "coef_") is X
+    with pytest.raises(NotFittedError, match="not fitted"):
+        check_predict_input(object(), X, "coef_")
+    with pytest.raises(DataError, match=f"X has {n + 1} features, but the model was fitted with {n}"):
+        check_predict_input(est, np.ones((1, n + 1)), "coef_")
+    for bad in (np.nan, np.inf):
+        Y = X.copy()
+        Y[0, -1] = bad
+        with pytest.raises(DataError, match="NaN or infinity"):
+            check_predict_input(est, Y, "coef_")
+    big = np.full((1, n), 1e308)  # finite values whose sum overflows: accepted by the full check
+    assert check_predict_input(est, big, "coef_") is big
+    with pytest.raises(DataError, match="2-dimensional"):
+        check_predict_input(est, np.ones(n), "coef_")
+    F = np.asfortranarray(np.ones((2, n)))  # not C-contiguous: converted
+    out = check_predict_input(est, F, "coef_")
+    assert out.flags.c_contiguous and np.array_equal(out, F)
+    ints = check_predict_input(est, np.ones((1, n), dtype=np.int64), "coef_")  # converted to float64
+    assert ints.dtype == np.float64
+    with pytest.raises(DataError, match="0 samples"):
+        check_predict_input(est, np.ones((0, n)), "coef_")
