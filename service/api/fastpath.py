@@ -61,7 +61,44 @@ class PredictFrontDoor:
         status, nbytes = 500, 0
         try:
             try:
-                out = await self._predict(receive, model_id, ctype, declared)
+                # the body: type, declared and streamed size, JSON (one coroutine: no await of a helper's)
+                if ctype is not None and ctype != _JSON:
+                    media = ctype.split(b";", 1)[0].strip().lower()
+                    if media != _JSON and media:
+                        raise UnsupportedMedia(f"content type {media.decode(errors='replace')!r} is not supported "
+                                               "here; send application/json")
+                limit = self.limit
+                if declared is not None:
+                    try:
+                        n = int(declared)
+                    except ValueError:
+                        n = 0
+                    if n > limit:
+                        raise TooLarge(f"the body ({n} bytes) exceeds the limit of {limit} bytes "
+                                       "(ORCHARD_MAX_BODY_BYTES)")
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    status = 499  # the client went away before sending its body
+                    return
+                body = msg.get("body", b"")
+                while msg.get("more_body", False):
+                    msg = await receive()
+                    if msg["type"] == "http.disconnect":
+                        status = 499
+                        return
+                    body += msg.get("body", b"")
+                    if len(body) > limit:
+                        raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+                if len(body) > limit:
+                    raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+                if not body:
+                    raise invalid(["body"], "the request body is empty; send a JSON object")
+                try:
+                    payload = orjson.loads(body)
+                except orjson.JSONDecodeError as exc:
+                    raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
+                runtime = self.runtime or self.get_runtime()
+                out = predict_payload(runtime.cache.get(model_id), payload, runtime.settings.max_predict_rows)
             except ProblemError as exc:
                 if self.on_predict:
                     self.on_predict(model_id, 0, exc.status)
@@ -72,9 +109,6 @@ class PredictFrontDoor:
                 status, nbytes = await _send_problem(
                     scope, receive, send, ProblemError("an unexpected error occurred; see the server log", status=500,
                                        title="Internal Server Error"), rid_header)
-                return
-            if out is None:  # the client went away before sending its body
-                status = 499
                 return
             data = orjson.dumps(out)
             if self.on_predict:
@@ -87,42 +121,6 @@ class PredictFrontDoor:
         finally:
             self.record(scope, ROUTE, status, perf_counter() - start, nbytes, rid)
             request_id_var.reset(token)
-
-    async def _predict(self, receive, model_id: str, ctype, declared):
-        if ctype is not None and ctype != _JSON:
-            media = ctype.split(b";", 1)[0].strip().lower()
-            if media != _JSON and media:
-                raise UnsupportedMedia(f"content type {media.decode(errors='replace')!r} is not supported here; "
-                                       "send application/json")
-        limit = self.limit
-        if declared is not None:
-            try:
-                n = int(declared)
-            except ValueError:
-                n = 0
-            if n > limit:
-                raise TooLarge(f"the body ({n} bytes) exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            return None
-        body = msg.get("body", b"")
-        while msg.get("more_body", False):
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                return None
-            body += msg.get("body", b"")
-            if len(body) > limit:
-                raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-        if len(body) > limit:
-            raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-        if not body:
-            raise invalid(["body"], "the request body is empty; send a JSON object")
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
-        runtime = self.runtime or self.get_runtime()
-        return predict_payload(runtime.cache.get(model_id), payload, runtime.settings.max_predict_rows)
 
 
 async def _send_problem(scope, receive, send, exc: ProblemError, rid_header) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from .tables import FALSE_TOKENS, MISSING_TOKENS, TRUE_TOKENS
 _TRUE = set(TRUE_TOKENS)
 _FALSE = set(FALSE_TOKENS)
 _MISSING = set(MISSING_TOKENS)
+_F64 = np.dtype(np.float64)  # native float64: a singleton dtype, so `is` is an exact test
 
 
 @dataclass
@@ -39,7 +40,7 @@ class ModelBundle:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for k in ("_index", "_names", "_fast"):
+        for k in ("_index", "_names", "_fast", "_plain_labels"):
             state.pop(k, None)
         return state
 
@@ -51,6 +52,10 @@ class ModelBundle:
         self._index = {f["name"]: i for i, f in enumerate(self.features)}
         self._names = [f["name"] for f in self.features]
         self._fast = bool(getattr(self.preprocessor, "all_numeric", False))
+        classes = getattr(self.estimator, "classes_", None)
+        # predicted labels are drawn from classes_: when none of them is a NumPy scalar, tolist() is JSON-ready
+        self._plain_labels = classes is not None and not any(isinstance(v, np.generic)
+                                                             for v in np.asarray(classes).tolist())
 
     def matrix_from_payload(self, data: list, field: str, *, json_numbers: bool = False) -> np.ndarray:
         """The estimator's input matrix for predict ``instances`` or ``rows``.
@@ -74,8 +79,8 @@ class ModelBundle:
             except (TypeError, ValueError):
                 A = None
             if A is not None and A.ndim == 2 and A.shape[1] == len(self._names):
-                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: finite, nothing missing
-                    if A.dtype != np.float64:
+                if json_numbers and (A.dtype is _F64 or A.dtype.kind in "iu"):  # plain JSON numbers: finite
+                    if A.dtype is not _F64:
                         A = A.astype(np.float64)
                     return self.preprocessor.transform_matrix(A, finite=True, copy=False)
                 try:  # None (missing), booleans, numeric strings: the float conversion decides
@@ -188,7 +193,9 @@ class ModelBundle:
                 out["probabilities"] = proba.tolist()
                 out["classes"] = _labels(est.classes_)
             else:
-                out["predictions"] = _labels(est.predict(X))
+                labels = est.predict(X)
+                out["predictions"] = labels.tolist() if self._plain_labels and type(labels) is np.ndarray \
+                    else _labels(labels)
         elif self.task == "regression":
             if return_std and getattr(est, "has_predict_std", False):
                 mean, std = est.predict(X, return_std=True)
@@ -212,6 +219,7 @@ class ModelBundle:
 
 
 def _labels(arr) -> list:
-    """Original label values as JSON-ready Python values."""
-    out = np.asarray(arr).tolist()
-    return [v.item() if hasattr(v, "item") else v for v in out]
+    """Original label values as JSON-ready Python values (an object array may hold NumPy scalars)."""
+    arr = np.asarray(arr)
+    out = arr.tolist()
+    return [v.item() if isinstance(v, np.generic) else v for v in out] if arr.dtype.kind == "O" else out
