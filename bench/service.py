@@ -15,7 +15,9 @@ On a shared, loaded machine throughput moves by more than the difference in ques
 counts instead each server's user-space instructions per request under valgrind (Debian package
 `valgrind`): each server answers 200 and then 1,200 sequential predict requests in two separate runs, and
 (I(1200) - I(200)) / 1000 is the cost of one request without start-up (PYTHONHASHSEED=0, byte code compiled
-beforehand). Kernel time (the socket system calls, the same for both servers) is not counted.
+beforehand). Kernel time (the socket system calls, the same for both servers) is not counted. It also counts each
+app alone, called 500 times straight from Python with no HTTP (bench/_asgi_calls.py): the steadiest figure,
+free of uvicorn and of the periodic work that grows with valgrind's slowed wall clock.
 """
 
 from __future__ import annotations
@@ -124,6 +126,23 @@ def callgrind_per_request(cmd: list[str], env: dict, url_path: str, body: dict, 
     return per, totals[200] - 200 * per
 
 
+def callgrind_app_calls(which: str, env: dict, data_dir: Path, model_id: str, body: dict, n: int = 500) -> int:
+    """Instructions per single-row predict call straight into the ASGI app (bench/_asgi_calls.py): the app's
+    own cost, without uvicorn, the kernel or the server's other threads."""
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        (tmp / "body.json").write_text(json.dumps(body))
+        out = tmp / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
+                        f"--callgrind-out-file={out}", _real_python(), str(ROOT / "bench" / "_asgi_calls.py"), which,
+                        str(n), str(data_dir), model_id, str(tmp / "body.json")], cwd=ROOT, env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        total = int(re.search(r"^summary:\s+(\d+)", out.read_text(errors="replace"), re.M).group(1))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return total // n
+
+
 def main_callgrind(args, data, env, server_env) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", "service", "core", "bench"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
@@ -152,14 +171,17 @@ def main_callgrind(args, data, env, server_env) -> None:
     bare, b_start = callgrind_per_request(
         [py, "-m", "uvicorn", "bench._bare_asgi:app", "--port", "{port}", "--log-level", "warning",
          "--no-access-log"], dict(env, PYTHONHASHSEED="0"), "/", body, "/")
+    o_app = callgrind_app_calls("orchard", cg_env, tmp, mid, body)
+    b_app = callgrind_app_calls("bare", dict(env, PYTHONHASHSEED="0"), tmp, mid, body)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"# bench/service.py --callgrind  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; server settings: "
           f"{' '.join(args.set) or 'defaults'}\n")
-    print("| server | instructions per single-row predict request (user space) |")
-    print("|---|---|")
-    print(f"| orchard | {orchard:,} |")
-    print(f"| bare ASGI + NumPy | {bare:,} |")
-    print(f"\nratio bare / orchard (the throughput ratio if CPU-bound at equal IPC): {bare / orchard:.2f}")
+    print("| server | instructions per request over HTTP (whole server, user space) | per call into the ASGI app |")
+    print("|---|---|---|")
+    print(f"| orchard | {orchard:,} | {o_app:,} |")
+    print(f"| bare ASGI + NumPy | {bare:,} | {b_app:,} |")
+    print(f"\nratio bare / orchard (the throughput ratio if CPU-bound at equal IPC): {bare / orchard:.2f} over HTTP; "
+          f"{b_app / o_app:.2f} for the apps alone")
 
 
 def main() -> None:

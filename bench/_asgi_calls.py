@@ -1,0 +1,74 @@
+"""Harness for ``bench/service.py --callgrind``: N single-row predict calls straight into an ASGI app, no HTTP.
+
+    python bench/_asgi_calls.py orchard|bare N DATA_DIR MODEL_ID BODY_JSON_FILE
+
+Run under ``valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce``: only the N calls
+(driven by ``functools.reduce``, after 50 warm-up calls and ``gc.freeze()``, as ``orchard serve`` freezes its
+start-up heap) are counted, so instructions / N is the app's own cost per request without start-up, uvicorn
+or the kernel. ``receive`` and ``send`` never suspend, so each call completes in one ``coroutine.send``.
+Orchard settings come from the environment (``ORCHARD_ACCESS_LOG=false`` etc.).
+"""
+
+import asyncio
+import functools
+import gc
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    which, n, data_dir, model_id, body_file = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
+    body = Path(body_file).read_bytes()
+
+    def scope(path: str) -> dict:
+        return {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+                "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+                            (b"content-length", b"%d" % len(body))],
+                "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8000), "scheme": "http",
+                "http_version": "1.1", "root_path": "", "asgi": {"version": "3.0"}, "state": {}}
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        pass
+
+    def calls(app, path: str):
+        def one(done: int, _i: int) -> int:
+            coro = app(scope(path), receive, send)
+            try:
+                coro.send(None)
+            except StopIteration:
+                return done + 1
+            raise RuntimeError("the app suspended: the harness needs calls that complete at once")
+
+        for i in range(50):
+            one(0, i)
+        gc.collect()
+        gc.freeze()
+        assert functools.reduce(one, range(n), 0) == n
+
+    if which == "bare":
+        from bench._bare_asgi import app
+
+        calls(app, "/")
+        return
+    os.environ.update(ORCHARD_DATA_DIR=data_dir, ORCHARD_WORKERS="0")
+    from service.app import create_app
+    from service.observability import configure_logging
+
+    configure_logging()
+    app = create_app()
+
+    async def run():
+        async with app.router.lifespan_context(app):
+            calls(app, f"/v1/models/{model_id}/predict")
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
