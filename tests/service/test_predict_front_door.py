@@ -168,3 +168,32 @@ def test_an_estimator_refusing_its_input_is_a_client_error_on_every_route(client
                          json={"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": row}]})
     assert_problem(ev, 422, "infinity")
     assert v2.status_code == 400 and "infinity" in v2.json()["error"], v2.text
+
+
+def test_labels_are_json_ready_python_values():
+    """Predicted labels leave as plain Python values: NumPy scalars inside object arrays are unwrapped, and
+    the one-tolist() shortcut is only taken for models whose classes_ hold none."""
+    from service.services.bundle import ModelBundle, _labels
+
+    mixed = np.array([np.int64(3), "a", np.float64(0.5), True], dtype=object)
+    out = _labels(mixed)
+    assert out == [3, "a", 0.5, True] and [type(v) for v in out] == [int, str, float, bool]
+    assert _labels(np.array([1, 0])) == [1, 0] and type(_labels(np.array([1]))[0]) is int
+
+    class Est:
+        def __init__(self, classes):
+            self.classes_ = classes
+
+        def predict(self, X):
+            return self.classes_[np.zeros(len(X), dtype=np.intp)]
+
+    def bundle(classes):
+        return ModelBundle(model_id="m", algorithm="x", task="classification", params={}, features=[],
+                           target="y", classes=None, preprocessor=None, estimator=Est(classes))
+
+    plain = bundle(np.array(["yes", "no"], dtype=object))
+    assert plain._plain_labels and plain.predict_matrix(np.zeros((2, 1)))["predictions"] == ["yes", "yes"]
+    scalars = bundle(np.array([np.int64(7), "no"], dtype=object))
+    assert not scalars._plain_labels
+    got = scalars.predict_matrix(np.zeros((1, 1)))["predictions"]
+    assert got == [7] and type(got[0]) is int
