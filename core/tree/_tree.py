@@ -47,21 +47,41 @@ def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
     Classification: stats are weighted class counts; Gini 1 - sum_k c_k^2 / W^2,
     entropy H = log2 W - sum_k c_k log2 c_k / W.  Regression: (W, Wy, Wy^2) and the
     weighted variance.  Reductions over the short class axis use a matrix product
-    (much faster than ``sum(axis=-1)`` on a (n, S) array).
+    (much faster than ``sum(axis=-1)`` on a (n, S) array).  Computed in place (few temporaries:
+    this runs on every candidate threshold of a level), with the same values as the formulas.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         if criterion in ("squared_error", "absolute_error"):
             W = stats[..., 0]
-            out = (stats[..., 2] - stats[..., 1] ** 2 / W) / W
-            return np.where(W > 0, np.maximum(out, 0.0), 0.0)
+            out = stats[..., 1] ** 2  # (Wy2 - Wy^2 / W) / W
+            out /= W
+            np.subtract(stats[..., 2], out, out=out)
+            out /= W
+            np.maximum(out, 0.0, out=out)
+            out[~(W > 0)] = 0.0
+            return out
         ones = np.ones(stats.shape[-1])
-        W = stats @ ones
-        pos = W > 0
-        Ws = np.where(pos, W, 1.0)
+        Ws = stats @ ones
+        empty = ~(Ws > 0)
+        Ws[empty] = 1.0
         if criterion == "gini":
-            return np.where(pos, np.maximum(1.0 - ((stats * stats) @ ones) / (Ws * Ws), 0.0), 0.0)
-        h = np.log2(Ws) - (xlogy(stats, stats) @ ones) / (Ws * _LN2)
-        return np.where(pos, np.maximum(h, 0.0), 0.0)
+            sq = stats * stats
+            out = sq @ ones  # 1 - sum c^2 / W^2
+            del sq
+            Ws *= Ws
+            out /= Ws
+            np.subtract(1.0, out, out=out)
+        else:
+            xl = xlogy(stats, stats)
+            t = xl @ ones  # log2 W - sum c ln c / (W ln 2)
+            del xl
+            out = np.log2(Ws)
+            Ws *= _LN2
+            t /= Ws
+            out -= t
+        np.maximum(out, 0.0, out=out)
+        out[empty] = 0.0
+        return out
 
 
 def _xlog2x(p):
@@ -465,16 +485,29 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         comb += cg
         flat = comb.ravel()  # a view of comb
         if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
-            cnt_full = np.bincount(flat, weights=rep(fr), minlength=K)
-            U = np.flatnonzero(cnt_full)
-            cnt = cnt_full[U]
-            del cnt_full
+            # non-empty cells found with a mask over the K cells and numbered by their rank, then
+            # histograms over the entries only: no dense (K, S) histogram; each entry receives the
+            # same additions in the same order as in a dense bincount
+            seen = np.zeros(K, dtype=bool)
+            seen[flat] = True
+            U = np.flatnonzero(seen)
+            rank = np.cumsum(seen, dtype=np.int32 if K < 2**31 else np.intp)
+            del seen
+            flat[:] = rank[flat]  # in place: flat (a view of comb) becomes entry index + 1
+            del rank
+            flat -= 1
+            nU = U.size
+            cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
             if regression:
-                st = np.stack([np.bincount(flat, weights=rep(v), minlength=K)[U] for v in chan_vals], axis=1)
+                st = np.stack([np.bincount(flat, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
             else:
                 comb *= S  # in place: flat becomes the (entry, class) key
                 comb += yc[s][:, None]
-                st = np.bincount(flat, weights=rep(wt), minlength=K * S).reshape(K, S)[U]
+                st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
+            nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
+            if not nz.all():
+                U, cnt, st = U[nz], cnt[nz], st[nz]
+            del nz
         else:
             U, inv = np.unique(flat, return_inverse=True)
             del comb, flat
@@ -549,9 +582,11 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     cright = cleft[last]  # the known count of the segment, minus cleft below
     del last
     cright -= cleft
+    count_ok = cleft >= msl
+    count_ok &= cright >= msl
+    del cleft, cright
     WL = left[:, 0].copy() if regression else left @ onesS
     Wk = tot[:, 0].copy() if regression else tot @ onesS
-    WR = Wk - WL
     if mae:
         del left, tot
         impL, impR, impK, cat_child_sum = _mae_entry_impurities(
@@ -571,9 +606,10 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
         Wnode = Wn[nodes][enode]
         F = np.where(Wnode > 0, Wk / Wnode, 0.0)
         del Wnode
+        WR = Wk - WL
         # numeric candidates
-        num_ok = known & ~ecat & has_next & (cleft >= msl) & (cright >= msl) & (WL > 0) & (WR > 0)
-        del has_next, cleft, cright
+        num_ok = known & ~ecat & has_next & count_ok & (WL > 0) & (WR > 0)
+        del has_next, count_ok
         # gain_num = F * (impK - (WL * impL + WR * impR) / Wk), in place
         gain = WL * impL
         del impL
