@@ -18,18 +18,21 @@ Usage: python bench/trees.py [--trees 100] [--n-jobs 1] [--procs 5]
 
 What one fitting process (``--case``) measures, in this order:
 
-a. identical preparation in both libraries' processes, so that nothing but the measured fit differs:
-   import numpy, scipy.special, scipy.stats, ``core`` (every algorithm), sklearn.tree and
-   sklearn.ensemble; load the 50k set from disk (generated once, so generating it does not enter any
-   figure); warm up by fitting BOTH libraries' estimator (same parameters as the measured one) on the
-   first 6,000 rows (above the 5,000 rows where our trees switch to binned split finding, so the
-   same code paths run), ours first, and drop them; ``gc.collect()``. First-call imports, lazily
-   built caches and the allocator's first growth are thus not charged to the fit, and the state
-   before the fit is the same for both libraries;
+a. the same preparation in both libraries' processes: import numpy, scipy.special, scipy.stats,
+   ``core`` (every algorithm), sklearn.tree and sklearn.ensemble; load the 50k set from disk
+   (generated once, so generating it does not enter any figure); warm up with one fit of the
+   measured estimator (same class and parameters) on the first 6,000 rows (above the 5,000 rows
+   where our trees switch to binned split finding, so the same code paths run) and drop it;
+   ``gc.collect()``; return the allocator's free memory to the kernel (glibc ``malloc_trim(0)``).
+   First-call imports and lazily built caches are thus not charged to the fit, and the fit cannot
+   hide behind freed heap left over by the imports or the warm-up (without the trim it reuses
+   that heap without raising the resident figure, by an amount that depends on history: up to
+   ~6 MiB here).  Only the measured library's estimator is warmed up, so one library's figure does
+   not depend on the other's code;
 b. peak extra RSS ("mem"): reset the kernel's resident-memory high-water mark (``/proc/self/clear_refs``
-   5), read VmRSS, fit, read VmHWM; mem = VmHWM - VmRSS before.  Counts every byte the fit touches,
-   C allocations included (scikit-learn's Cython buffers), at page granularity, and also what the
-   allocator keeps but does not reuse; it can be lowered by freed heap that the fit reuses;
+   5), read VmRSS, fit, read VmHWM; mem = VmHWM - VmRSS before.  Counts every page the fit touches,
+   C allocations included (scikit-learn's Cython buffers), and what the allocator holds but does
+   not reuse (fragmentation); it still varies by a few percent between processes (heap layout);
 c. wall and CPU time of that same fit;
 d. tracemalloc peak ("traced"): a second fit of a fresh estimator in the same process with tracemalloc
    on; traced = peak traced bytes during the fit - traced bytes before.  Deterministic (live bytes, not
@@ -105,8 +108,8 @@ def _reset_peak():
 WARMUP_ROWS = 6000
 
 
-def _prepare(kind, trees, n_jobs):
-    """The same imports, data and warm-up fits in every fitting process (docstring, a)."""
+def _prepare(kind, impl, trees, n_jobs):
+    """The same imports and data in every fitting process, and a warm-up fit (docstring, a)."""
     import gc
 
     import scipy.special  # noqa: F401
@@ -117,8 +120,7 @@ def _prepare(kind, trees, n_jobs):
     import core  # noqa: F401  (every algorithm)
 
     X, y = _big()
-    for impl in ("ours", "sklearn"):
-        _make(kind, impl, trees, n_jobs).fit(X[:WARMUP_ROWS], y[:WARMUP_ROWS])
+    _make(kind, impl, trees, n_jobs).fit(X[:WARMUP_ROWS], y[:WARMUP_ROWS])
     gc.collect()
     _trim_heap()
     return X, y
@@ -159,7 +161,7 @@ def _traced_fit(est, X, y):
 
 def case(kind, impl, trees, n_jobs, traced=None):
     """Run in a fresh process: prepare, fit (and batch predict) once; print JSON figures."""
-    X, y = _prepare(kind, trees, n_jobs)
+    X, y = _prepare(kind, impl, trees, n_jobs)
     est = _make(kind, impl, trees, n_jobs)
     hwm = _reset_peak()
     base = _status_kib("VmRSS") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
