@@ -50,6 +50,8 @@ def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
     (much faster than ``sum(axis=-1)`` on a (n, S) array).  Computed in place (few temporaries:
     this runs on every candidate threshold of a level), with the same values as the formulas.
     """
+    if np.ndim(stats) == 1:
+        return impurity(np.asarray(stats)[None], criterion)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         if criterion in ("squared_error", "absolute_error"):
             W = stats[..., 0]
