@@ -148,7 +148,7 @@ def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y
     n, f = X.shape
     settings = resolve_tree_settings(p, n, f)
     criterion = p["criterion"]
-    grow_rows = np.arange(n)
+    grow_rows = None  # every row (grow_tree builds the index itself and frees it after the root)
     val_rows = None
     if p.get("pruning", "none") == "reduced_error":
         try:

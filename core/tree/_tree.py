@@ -47,21 +47,43 @@ def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
     Classification: stats are weighted class counts; Gini 1 - sum_k c_k^2 / W^2,
     entropy H = log2 W - sum_k c_k log2 c_k / W.  Regression: (W, Wy, Wy^2) and the
     weighted variance.  Reductions over the short class axis use a matrix product
-    (much faster than ``sum(axis=-1)`` on a (n, S) array).
+    (much faster than ``sum(axis=-1)`` on a (n, S) array).  Computed in place (few temporaries:
+    this runs on every candidate threshold of a level), with the same values as the formulas.
     """
+    if np.ndim(stats) == 1:
+        return impurity(np.asarray(stats)[None], criterion)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         if criterion in ("squared_error", "absolute_error"):
             W = stats[..., 0]
-            out = (stats[..., 2] - stats[..., 1] ** 2 / W) / W
-            return np.where(W > 0, np.maximum(out, 0.0), 0.0)
+            out = stats[..., 1] ** 2  # (Wy2 - Wy^2 / W) / W
+            out /= W
+            np.subtract(stats[..., 2], out, out=out)
+            out /= W
+            np.maximum(out, 0.0, out=out)
+            out[~(W > 0)] = 0.0
+            return out
         ones = np.ones(stats.shape[-1])
-        W = stats @ ones
-        pos = W > 0
-        Ws = np.where(pos, W, 1.0)
+        Ws = stats @ ones
+        empty = ~(Ws > 0)
+        Ws[empty] = 1.0
         if criterion == "gini":
-            return np.where(pos, np.maximum(1.0 - ((stats * stats) @ ones) / (Ws * Ws), 0.0), 0.0)
-        h = np.log2(Ws) - (xlogy(stats, stats) @ ones) / (Ws * _LN2)
-        return np.where(pos, np.maximum(h, 0.0), 0.0)
+            sq = stats * stats
+            out = sq @ ones  # 1 - sum c^2 / W^2
+            del sq
+            Ws *= Ws
+            out /= Ws
+            np.subtract(1.0, out, out=out)
+        else:
+            xl = xlogy(stats, stats)
+            t = xl @ ones  # log2 W - sum c ln c / (W ln 2)
+            del xl
+            out = np.log2(Ws)
+            Ws *= _LN2
+            t /= Ws
+            out -= t
+        np.maximum(out, 0.0, out=out)
+        out[empty] = 0.0
+        return out
 
 
 def _xlog2x(p):
@@ -166,7 +188,7 @@ def _ranges(counts: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- growth
 def grow_tree(
     binned: Binned,
-    rows: np.ndarray,
+    rows: np.ndarray | None,
     w: np.ndarray,
     y: np.ndarray,
     *,
@@ -180,7 +202,8 @@ def grow_tree(
     rng: np.random.Generator | None,
     y_raw: np.ndarray | None = None,
 ) -> Tree:
-    """Grow one tree on the training rows ``rows`` (indices into ``binned``) with weights ``w``.
+    """Grow one tree on the training rows ``rows`` (indices into ``binned``; None: every row) with
+    weights ``w``.
 
     ``y`` holds class codes (classification) or float targets (regression).
     """
@@ -196,7 +219,7 @@ def grow_tree(
     max_depth = np.iinfo(np.int32).max if max_depth is None else max_depth
     S = 3 if regression else n_classes
 
-    rows = np.asarray(rows, dtype=np.intp)
+    rows = np.arange(codes.shape[0]) if rows is None else np.asarray(rows, dtype=np.intp)
     w = np.asarray(w, dtype=np.float64)
     keep = w > 0
     if not keep.all() and keep.any():
@@ -209,10 +232,12 @@ def grow_tree(
         yc = np.asarray(y, dtype=np.intp)
         offset = 0.0
     # row state: sample index, fraction of the sample (C4.5; None while no value is missing: all 1),
-    # weight = sample weight * fraction (never modified in place, so ``w`` itself is the first one)
+    # weight = sample weight * fraction (never modified in place, so ``w`` itself is the first one;
+    # None when every weight is 1 and no value is missing: weighted sums are then integer counts,
+    # the same numbers as sums of 1.0)
     r_s = rows
     r_f = np.ones(rows.size) if binned.has_missing else None
-    r_w = w
+    r_w = None if r_f is None and bool((w == 1.0).all()) else w
     r_node = np.zeros(rows.size, dtype=np.intp)  # local node index within the level
     del rows, w, keep
 
@@ -227,12 +252,15 @@ def grow_tree(
     while n_level > 0:
         # --- node totals
         if regression:
-            vals = np.stack([r_w, r_w * yc[r_s], r_w * yc[r_s] ** 2], axis=1)
+            rw = np.ones(r_s.size) if r_w is None else r_w
+            vals = np.stack([rw, rw * yc[r_s], rw * yc[r_s] ** 2], axis=1)
+            del rw
             st = np.stack(
                 [np.bincount(r_node, weights=vals[:, k], minlength=n_level) for k in range(3)], axis=1
             )
         else:
             st = np.bincount(r_node * S + yc[r_s], weights=r_w, minlength=n_level * S).reshape(n_level, S)
+            st = st.astype(np.float64, copy=False)
         cnt = np.bincount(r_node, weights=r_f, minlength=n_level).astype(np.float64, copy=False)
         Wn = st[:, 0] if regression else st @ np.ones(S)
         if W_root is None:
@@ -249,7 +277,9 @@ def grow_tree(
             imp = np.empty(n_level)
             for i in range(n_level):
                 sl = slice(starts[i], starts[i + 1])
-                med, dev = _weighted_median_dev(y_raw[r_s[sl]], r_w[sl])
+                med, dev = _weighted_median_dev(
+                    y_raw[r_s[sl]], np.ones(sl.stop - sl.start) if r_w is None else r_w[sl]
+                )
                 val[i, 0] = med
                 imp[i] = dev / Wn[i] if Wn[i] > 0 else 0.0
         splittable = (
@@ -306,8 +336,8 @@ def grow_tree(
         else:
             n_next = 0
             r_s = r_node = np.zeros(0, dtype=np.intp)
-            r_w = np.zeros(0)
-            r_f = None if r_f is None else r_w
+            r_f = None if r_f is None else np.zeros(0)
+            r_w = None if r_w is None else np.zeros(0)
 
         out_feat.append(feat)
         out_thr.append(thr)
@@ -400,6 +430,10 @@ def _find_splits(cand, n_level, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes,
 
 def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, binned, mf, Bp1, S,
                  criterion, regression, ratio, mae, msl, Wn, imp_node, st_node):
+    # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
+    # (node, feature, bin) entry; they are the peak of a fit, so they are freed (or reused in place)
+    # as soon as they are consumed, and integer indices over entries are 32-bit.  In-place and
+    # reordered operations compute exactly the same values as the expressions they replace.
     N = nodes.size
     # rows of these nodes (rows are sorted by node; nodes may be non-contiguous)
     lens = starts[nodes + 1] - starts[nodes]
@@ -407,7 +441,7 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     local = np.repeat(np.arange(N), lens)
     s = r_s[ridx]
     fr = None if r_f is None else r_f[ridx]  # None: every fraction is 1 (counts = row counts)
-    wt = r_w[ridx]
+    wt = None if r_w is None else r_w[ridx]  # None: unit weights (sums of 1.0 = integer counts)
     del ridx
     if mf == codes.shape[1] and (feats == np.arange(mf)).all():
         cg = codes[s]  # (R, mf) small-int codes, every feature in order
@@ -417,7 +451,13 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     M = s.size * mf
     if regression:
         yv = yc[s]
-        chan_vals = (wt, wt * yv, wt * yv * yv)
+        # (w, w y, w y^2); with unit weights 1.0 * y = y exactly
+        chan_vals = (wt, yv, yv * yv) if wt is None else (wt, wt * yv, wt * yv * yv)
+        del yv
+
+    def rep(v):  # per-(row, feature) weights of a per-row weight array (None: unit)
+        return None if v is None else np.repeat(v, mf)
+
     if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
         # a big node (the root levels): dense histograms one candidate feature at a time, so the
         # temporaries are O(rows) instead of O(rows x features)
@@ -436,69 +476,104 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
                 kj *= S
                 kj += ys
                 st_full += np.bincount(kj, weights=wt, minlength=K * S)
+        del lbase, ys, kj
         U = np.flatnonzero(cnt_full)
         cnt = cnt_full[U]
+        del cnt_full
         st = st_full[U] if regression else st_full.reshape(K, S)[U]
-        del cnt_full, st_full
+        del st_full
     else:
         comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
         comb += cg
-        flat = comb.ravel()
-    if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
-        pass  # histograms already built feature by feature above
-    elif K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
-        cnt_full = np.bincount(flat, weights=None if fr is None else np.repeat(fr, mf), minlength=K)
-        U = np.flatnonzero(cnt_full)
-        cnt = cnt_full[U]
-        if regression:
-            st = np.stack(
-                [np.bincount(flat, weights=np.repeat(v, mf), minlength=K)[U] for v in chan_vals], axis=1
-            )
+        flat = comb.ravel()  # a view of comb
+        if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
+            # non-empty cells found with a mask over the K cells and numbered by their rank, then
+            # histograms over the entries only: no dense (K, S) histogram; each entry receives the
+            # same additions in the same order as in a dense bincount
+            seen = np.zeros(K, dtype=bool)
+            seen[flat] = True
+            U = np.flatnonzero(seen)
+            rank = np.cumsum(seen, dtype=np.int32 if K < 2**31 else np.intp)
+            del seen
+            flat[:] = rank[flat]  # in place: flat (a view of comb) becomes entry index + 1
+            del rank
+            flat -= 1
+            nU = U.size
+            cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
+            if regression:
+                st = np.stack([np.bincount(flat, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
+            else:
+                comb *= S  # in place: flat becomes the (entry, class) key
+                comb += yc[s][:, None]
+                st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
+            nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
+            if not nz.all():
+                U, cnt, st = U[nz], cnt[nz], st[nz]
+            del nz
         else:
-            key = (comb * S + yc[s][:, None]).ravel()
-            st = np.bincount(key, weights=np.repeat(wt, mf), minlength=K * S).reshape(K, S)[U]
-    else:
-        U, inv = np.unique(flat, return_inverse=True)
-        inv = inv.ravel()
-        nU = U.size
-        cnt = np.bincount(inv, weights=None if fr is None else np.repeat(fr, mf), minlength=nU)
-        if regression:
-            st = np.stack(
-                [np.bincount(inv, weights=np.repeat(v, mf), minlength=nU) for v in chan_vals], axis=1
-            )
-        else:
-            key = inv * S + np.repeat(yc[s], mf)
-            st = np.bincount(key, weights=np.repeat(wt, mf), minlength=nU * S).reshape(nU, S)
+            U, inv = np.unique(flat, return_inverse=True)
+            del comb, flat
+            inv = inv.ravel()
+            nU = U.size
+            cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
+            if regression:
+                st = np.stack([np.bincount(inv, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
+            else:
+                inv *= S
+                inv += np.repeat(yc[s], mf)
+                st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
+            del inv
+        comb = flat = None
     # the per-row and per-(row, feature) temporaries are not needed any more
     del s, fr, wt, local, cg
-    comb = flat = key = inv = chan_vals = cnt_full = None
+    chan_vals = None
     cnt = cnt.astype(np.float64, copy=False)
+    st = st.astype(np.float64, copy=False)
     nU = U.size
-    seg = U // Bp1
-    code = U % Bp1
+    it = np.int32 if K < 2**31 else np.intp  # entry-index dtype
+    seg = (U // Bp1).astype(it)
+    code = (U % Bp1).astype(it)
     del U
     enode = seg // mf  # local node of entry
     eslot = seg % mf
-    efeat = feats[enode, eslot]
+    efeat = feats[enode, eslot].astype(it)
+    if not mae:
+        del eslot
     miss = code == Bp1 - 1
+    known = ~miss
+    any_miss = bool(miss.any())
     ecat = binned.is_cat[efeat]
+    any_cat = bool(ecat.any())  # without categorical entries the categorical-split terms are skipped
     onesS = np.ones(S)
-    W_e = st[:, 0] if regression else st @ onesS
+    W_e = (st[:, 0].copy() if regression else st @ onesS) if any_cat else None
 
     # segment bookkeeping
     new_seg = np.ones(nU, dtype=bool)
     new_seg[1:] = seg[1:] != seg[:-1]
+    # next entry in the same segment (the next non-empty bin)
+    has_next = np.zeros(nU, dtype=bool)
+    has_next[:-1] = ~new_seg[1:] & known[1:]
+    del seg
     seg_start = np.flatnonzero(new_seg)
-    seg_id = np.cumsum(new_seg) - 1
+    seg_id = np.cumsum(new_seg, dtype=it)
+    seg_id -= 1
+    del new_seg
     seg_end = np.r_[seg_start[1:], nU] - 1
-    known = ~miss
     # cumulative sums of the known entries (in place: the same values as out of place)
-    cs = np.where(known[:, None], st, 0.0)
+    if any_miss:
+        cs = np.where(known[:, None], st, 0.0)
+        cc = np.where(known, cnt, 0.0)
+    else:  # every entry known: the cumulative sums can overwrite st and cnt unless still needed
+        cs = st.copy() if any_cat else st
+        cc = cnt.copy() if any_cat else cnt
+    if not any_cat:
+        st = cnt = None
     np.cumsum(cs, axis=0, out=cs)
-    cc = np.where(known, cnt, 0.0)
     np.cumsum(cc, out=cc)
-    base = np.where((seg_start > 0)[:, None], cs[np.maximum(seg_start - 1, 0)], 0.0)
-    cbase = np.where(seg_start > 0, cc[np.maximum(seg_start - 1, 0)], 0.0)
+    prev = np.maximum(seg_start - 1, 0)
+    base = np.where((seg_start > 0)[:, None], cs[prev], 0.0)
+    cbase = np.where(seg_start > 0, cc[prev], 0.0)
+    del prev
     left = cs
     left -= base[seg_id]
     cleft = cc
@@ -506,55 +581,76 @@ def _split_chunk(nodes, feats, starts, r_s, r_f, r_w, r_node, yc, y_raw, codes, 
     del cs, cc, base, cbase
     last = seg_end[seg_id]
     tot = left[last]
-    ctot = cleft[last]
+    cright = cleft[last]  # the known count of the segment, minus cleft below
     del last
-    right = tot - left
-    cright = ctot
     cright -= cleft
-    del ctot
-    WL = left[:, 0] if regression else left @ onesS
-    Wk = tot[:, 0] if regression else tot @ onesS
-    WR = Wk - WL
-    Wnode = Wn[nodes][enode]
-    # next entry in the same segment (the next non-empty bin)
-    has_next = np.zeros(nU, dtype=bool)
-    has_next[:-1] = (seg[1:] == seg[:-1]) & known[1:]
+    count_ok = cleft >= msl
+    count_ok &= cright >= msl
+    del cleft, cright
+    WL = left[:, 0].copy() if regression else left @ onesS
+    Wk = tot[:, 0].copy() if regression else tot @ onesS
     if mae:
+        del left, tot
         impL, impR, impK, cat_child_sum = _mae_entry_impurities(
             nodes, starts, r_s, r_w, codes, y_raw, feats, enode, eslot, code, ecat, known, seg_start,
             seg_end, Bp1,
         )
+        del eslot
     else:
         impL = impurity(left, criterion)
+        right = np.subtract(tot, left, out=left)  # tot - left, in left's buffer
+        del left
         impR = impurity(right, criterion)
+        del right
         impK = impurity(tot, criterion)
-    del left, right, tot
+        del tot
     with np.errstate(divide="ignore", invalid="ignore"):
+        Wnode = Wn[nodes][enode]
         F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+        del Wnode
+        WR = Wk - WL
         # numeric candidates
-        num_ok = known & ~ecat & has_next & (cleft >= msl) & (cright >= msl) & (WL > 0) & (WR > 0)
-        gain_num = F * (impK - (WL * impL + WR * impR) / Wk)
-        # categorical segments: children are the known categories of the segment
-        if mae:
-            child_sum = cat_child_sum
-        else:
-            child_sum = np.add.reduceat(np.where(known, W_e * impurity(st, criterion), 0.0), seg_start)
-        n_present = np.add.reduceat(known & (W_e > 0), seg_start)
-        min_cnt = np.minimum.reduceat(np.where(known, cnt, np.inf), seg_start)
-        Wk_seg = Wk[seg_start]
-        gain_cat_seg = F[seg_start] * (impK[seg_start] - child_sum / Wk_seg)
-        cat_ok_seg = ecat[seg_start] & (n_present >= 2) & (min_cnt >= msl) & (Wk_seg > 0)
-        gain = np.where(num_ok, gain_num, -np.inf)
-        cat_first = seg_start[cat_ok_seg]
-        gain[cat_first] = gain_cat_seg[cat_ok_seg]
+        num_ok = known & ~ecat & has_next & count_ok & (WL > 0) & (WR > 0)
+        del has_next, count_ok
+        # gain_num = F * (impK - (WL * impL + WR * impR) / Wk), in place
+        gain = WL * impL
+        del impL
+        t = WR * impR
+        del impR
+        gain += t
+        del t
+        gain /= Wk
+        np.subtract(impK, gain, out=gain)
+        gain *= F
+        # gain = where(num_ok, gain_num, -inf)
+        np.copyto(gain, -np.inf, where=~num_ok)
+        del num_ok
+        if any_cat:
+            # categorical segments: children are the known categories of the segment
+            if mae:
+                child_sum = cat_child_sum
+            else:
+                child_sum = np.add.reduceat(np.where(known, W_e * impurity(st, criterion), 0.0), seg_start)
+            n_present = np.add.reduceat(known & (W_e > 0), seg_start)
+            min_cnt = np.minimum.reduceat(np.where(known, cnt, np.inf), seg_start)
+            Wk_seg = Wk[seg_start]
+            gain_cat_seg = F[seg_start] * (impK[seg_start] - child_sum / Wk_seg)
+            cat_ok_seg = ecat[seg_start] & (n_present >= 2) & (min_cnt >= msl) & (Wk_seg > 0)
+            cat_first = seg_start[cat_ok_seg]
+            gain[cat_first] = gain_cat_seg[cat_ok_seg]
+            del st, cnt, child_sum, n_present, min_cnt, Wk_seg, gain_cat_seg, cat_ok_seg, cat_first
+        del F, impK
         valid = np.isfinite(gain)
         if ratio:
-            si_num = -(_xlog2x(WL / Wk) + _xlog2x(WR / Wk))
-            p_cat = np.where(known, W_e / Wk, 0.0)
-            si_cat = -np.add.reduceat(_xlog2x(p_cat), seg_start)
-            si = si_num.copy()
-            si[seg_start] = np.where(ecat[seg_start], si_cat, si_num[seg_start])
+            si = -(_xlog2x(WL / Wk) + _xlog2x(WR / Wk))
+            if any_cat:
+                p_cat = np.where(known, W_e / Wk, 0.0)
+                si_cat = -np.add.reduceat(_xlog2x(p_cat), seg_start)
+                si[seg_start] = np.where(ecat[seg_start], si_cat, si[seg_start])
+                del p_cat, si_cat
             score = np.where(valid & (si > 0), gain / si, -np.inf)
+            del si
+    del known, miss
     if not valid.any():
         return None
 
@@ -654,7 +750,7 @@ def _mae_entry_impurities(nodes, starts, r_s, r_w, codes, y_raw, feats, enode, e
         node = nodes[ln]
         sl = slice(starts[node], starts[node + 1])
         ss = r_s[sl]
-        ww = r_w[sl]
+        ww = np.ones(sl.stop - sl.start) if r_w is None else r_w[sl]
         f = feats[ln, eslot[a]]
         c = codes[ss, f].astype(np.int64)
         kn = c != Bp1 - 1
@@ -709,8 +805,9 @@ def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_ch
     is_split = kind[r_node] != LEAF
     if not is_split.all():
         sel = np.flatnonzero(is_split)
-        r_s, r_w, r_node = r_s[sel], r_w[sel], r_node[sel]
+        r_s, r_node = r_s[sel], r_node[sel]
         r_f = None if r_f is None else r_f[sel]
+        r_w = None if r_w is None else r_w[sel]
         del sel
     del is_split
     # per-node routing tables (local node ids)
@@ -743,7 +840,7 @@ def _route_rows(r_s, r_f, r_w, r_node, codes, mcode, feat, kind, split, level_ch
         order = np.argsort(child, kind="stable")
         child = child[order]
         child -= next_id
-        return r_s[order], (None if r_f is None else r_f[order]), r_w[order], child
+        return r_s[order], (None if r_f is None else r_f[order]), (None if r_w is None else r_w[order]), child
     known = ~miss
     k_s, k_f, k_w, k_c = r_s[known], r_f[known], r_w[known], child[known]
     m_s, m_f, m_w, m_n = r_s[miss], r_f[miss], r_w[miss], r_node[miss]

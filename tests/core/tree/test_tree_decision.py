@@ -225,6 +225,51 @@ def test_class_and_sample_weight_equivalence():
     assert bal.tree_.value[0] == pytest.approx([0.5, 0.5])
 
 
+def test_uniform_weights_grow_the_unweighted_tree_exactly():
+    # without weights growth counts rows (no weight array); weights of 2.0 go through the weighted
+    # sums: the trees must be the same, with exactly doubled weighted counts
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=6000, n_features=6, n_informative=4, random_state=1)
+    t = X[:, 0] + 0.5 * X[:, 1] ** 2
+    for est, target, n, splitter in (
+        (DTC, y, 6000, "auto"),  # binned (> 5000 rows)
+        (DTC, y, 700, "exact"),
+        (DTR, t, 6000, "auto"),
+    ):
+        a = est(splitter=splitter, max_depth=12, random_state=0).fit(X[:n], target[:n]).tree_
+        b = est(splitter=splitter, max_depth=12, random_state=0).fit(
+            X[:n], target[:n], sample_weight=np.full(n, 2.0)
+        ).tree_
+        assert a.node_count > 50
+        for attr in ("feature", "threshold", "kind", "child_ptr", "children", "child_frac", "value",
+                     "impurity", "n_node_samples", "depth"):
+            np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr), err_msg=attr)
+        np.testing.assert_array_equal(b.weighted_n_node_samples, 2.0 * a.weighted_n_node_samples)
+
+
+def test_impurity_matches_the_formulas():
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 6, size=(40, 3)).astype(float)
+    c[:4] = 0.0  # empty: impurity 0
+    W = c.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = c / W[:, None]
+        gini = np.where(W > 0, 1.0 - (p**2).sum(axis=1), 0.0)
+        ent = np.where(W > 0, -np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0).sum(axis=1), 0.0)
+    np.testing.assert_allclose(impurity(c, "gini"), gini, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(impurity(c, "entropy"), ent, rtol=1e-12, atol=1e-15)
+    assert impurity(np.array([1.0, 1.0]), "gini") == 0.5
+    assert impurity(np.array([2.0, 2.0]), "entropy") == 1.0
+    # regression totals (W, sum w y, sum w y^2): the weighted variance
+    yv, wv = rng.normal(size=(30, 5)), rng.random((30, 5))
+    st = np.stack([wv.sum(1), (wv * yv).sum(1), (wv * yv**2).sum(1)], axis=1)
+    mean = (wv * yv).sum(1) / wv.sum(1)
+    var = (wv * (yv - mean[:, None]) ** 2).sum(1) / wv.sum(1)
+    np.testing.assert_allclose(impurity(st, "squared_error"), var, rtol=1e-9)
+    assert impurity(np.zeros((2, 3)), "squared_error").tolist() == [0.0, 0.0]
+
+
 def test_max_features_and_histogram_mode():
     from sklearn.datasets import make_classification
 
