@@ -40,13 +40,18 @@ _SPLIT_ROWS = 4096  # nodes with at least this many rows are processed in two ha
 
 
 def _default_threads() -> int:
-    """2 if the process may use two CPUs (and OMP_NUM_THREADS, if set, allows it), else 1."""
+    """``ORCHARD_HIST_THREADS`` (default 1), capped at 2, the CPUs the process may use and OMP_NUM_THREADS.
+
+    One thread by default: whole fits were not faster with the helper thread on a quiet 2-core machine and
+    slower (wall and CPU) on a loaded one (GIL hand-offs; docs/decisions/gradient-boosting.md)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        cap = int(os.environ.get("OMP_NUM_THREADS", "2"))
-    except ValueError:
-        cap = 2
-    return max(1, min(2, cpus, cap))
+    caps = []
+    for var, default in (("ORCHARD_HIST_THREADS", "1"), ("OMP_NUM_THREADS", "2")):
+        try:
+            caps.append(int(os.environ.get(var, default)))
+        except ValueError:
+            caps.append(int(default))
+    return max(1, min(2, cpus, *caps))
 
 
 N_THREADS = _default_threads()
