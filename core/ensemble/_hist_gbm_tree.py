@@ -236,11 +236,12 @@ class HistogramBuilder:
             mid = m // 2
             Y2 = self._zeroed(1) if with_hist else None
             pool = _pool()
-            job = (None if pool is None
-                   else pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2))
-            n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
-            n_l += (self._split_part(idx, mid, m, *args, False, hist_side, Y2) if job is None
-                    else job.result())
+            if pool is None:  # one pass partitions the node; the child is histogrammed in the same halves
+                n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y, Y2, mid)
+            else:
+                job = pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2)
+                n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
+                n_l += job.result()
             if with_hist:
                 Y += Y2
         if n_l != n_left:  # pragma: no cover - the counts come from the same bins
@@ -252,9 +253,9 @@ class HistogramBuilder:
         return idx_l, idx_r, self._as_hist(Y)
 
     def _split_part(self, idx, start, stop, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r,
-                    front, hist_side, Y):
+                    front, hist_side, Y, Y2=None, mid=None):
         """Partition rows ``start:stop`` of the node into the front (or back) of ``idx_l``/``idx_r``;
-        add one side's histogram to ``Y``."""
+        add one side's histogram to ``Y`` (with ``Y2``: the side's rows from node rows ``mid:`` to ``Y2``)."""
         if idx is None:  # the root: rows start..stop-1
             rows = np.arange(start, stop)
             col = self.XbT[f, start:stop]
@@ -269,6 +270,9 @@ class HistogramBuilder:
                 go |= col == missing_bin
         n_l = int(np.count_nonzero(go))
         n_r = len(rows) - n_l
+        if Y2 is not None:  # rows of the histogrammed side within the first half
+            p = int(np.count_nonzero(go[: mid - start]))
+            p = p if hist_side == 0 else mid - start - p
         out_l = idx_l[:n_l] if front else idx_l[len(idx_l) - n_l:]
         out_r = idx_r[:n_r] if front else idx_r[len(idx_r) - n_r:]
         # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result)
@@ -276,7 +280,11 @@ class HistogramBuilder:
         np.compress(np.logical_not(go, out=go), rows, out=out_r)
         if Y is not None:
             part = (out_l, out_r)[hist_side]
-            self._accumulate(part, 0, len(part), Y.reshape(-1))
+            if Y2 is None:
+                self._accumulate(part, 0, len(part), Y.reshape(-1))
+            else:
+                self._accumulate(part, 0, p, Y.reshape(-1))
+                self._accumulate(part, p, len(part), Y2.reshape(-1))
         return n_l
 
     def _accumulate(self, idx, start, stop, Yv):
