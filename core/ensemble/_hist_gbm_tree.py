@@ -198,7 +198,8 @@ class HistogramBuilder:
         for s in range(start, stop, self._chunk):
             e = min(stop, s + self._chunk)
             k = e - s
-            np.copyto(w[:k], self.W[s:e, :r])
+            for j in range(r):  # column by column: a (k, 2) copy would loop over k rows of 2 items
+                np.copyto(w[:k, j], self.W[s:e, j])
             _csc_matvecs(self.n_cols, k, r, self._indptr[: k + 1], codes[s:e].reshape(-1),
                          self._ones[: k * F], w[:k].reshape(-1), Y.reshape(-1))
 
