@@ -123,14 +123,12 @@ class HistogramBuilder:
             Y.fill(0.0)
         return Y
 
-    def __call__(self, idx, reuse=False):
-        """(3, F, n_bins) float array (a view): sums of g, h and counts (``idx`` None = all rows).
-
-        With ``reuse`` the view is of an internal buffer, valid until the next call or split."""
+    def __call__(self, idx):
+        """(3, F, n_bins) float array (a view): sums of g, h and counts (``idx`` None = all rows)."""
         codes, W = self.codes, self.W
         m = len(codes) if idx is None else len(idx)
         q, F = self.q, self.n_features
-        Y = self._zeroed(0) if reuse else np.zeros((self.n_cols, q))
+        Y = np.zeros((self.n_cols, q))
         if _csc_matvecs is None:  # private SciPy kernel unavailable (tested by monkeypatching)
             if idx is not None:
                 codes, W = codes.take(idx, axis=0), W.take(idx, axis=0)
@@ -143,7 +141,7 @@ class HistogramBuilder:
         else:
             # two halves summed: the same arithmetic whether or not a second thread runs one half
             mid = m // 2
-            Y2 = self._zeroed(1)
+            Y2 = np.zeros_like(Y)
             pool = _pool()
             if pool is None:
                 self._accumulate(idx, mid, m, Y2.reshape(-1))
@@ -217,7 +215,7 @@ class HistogramBuilder:
         ``n_left`` is the left child's row count (known from the histogram counts).
         Returns ``(idx_left, idx_right, hist)`` with the (3, F, n_bins) histogram of
         child ``hist_side`` (0: left, 1: right; None: no histogram), a view of an
-        internal buffer that is valid until the next ``split`` or ``reuse`` call.
+        internal buffer that is valid until the next ``split`` or ``root_hist`` call.
 
         Nodes with >= ``_SPLIT_ROWS`` rows are processed in two halves (the second on
         the helper thread): each half partitions its rows and histograms its share of
