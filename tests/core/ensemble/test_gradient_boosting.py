@@ -511,3 +511,24 @@ def test_split_partitions_rows_and_histograms_one_child(monkeypatch, n_threads):
                     np.testing.assert_allclose(hist[1, f], np.bincount(bins_, hb.h[0, child], missing_bin + 1),
                                                rtol=1e-12, atol=1e-9)
                     np.testing.assert_array_equal(hist[2, f], np.bincount(bins_, minlength=missing_bin + 1))
+
+
+def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():
+    """BinMapper.fit_transform_T (one argsort per column) gives fit(X).transform_T(X)'s edges and bins."""
+    from core.ensemble._binning import BinMapper
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3_000, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[:, 1] = np.round(X[:, 1] * 3)  # few distinct values: midpoints; NaN kept
+    X[:, 2] = np.nan  # all missing
+    X[:, 4] = rng.integers(0, 6, len(X))  # categorical codes
+    cat = np.array([False, False, False, False, True])
+    ref = BinMapper(255, cat).fit(X, np.random.default_rng(0))
+    mapper = BinMapper(255, cat)
+    XbT = mapper.fit_transform_T(X, np.random.default_rng(0))
+    np.testing.assert_array_equal(XbT, ref.transform_T(X))
+    assert mapper.missing_bin_ == ref.missing_bin_
+    for a, b in zip(mapper.edges_, ref.edges_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (XbT[2] == mapper.missing_bin_).all() and (XbT[0][np.isnan(X[:, 0])] == mapper.missing_bin_).all()
