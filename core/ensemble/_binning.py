@@ -71,7 +71,8 @@ class BinMapper:
         cat = np.zeros(n_features, dtype=bool) if self.categorical is None else self.categorical
         edges: list[np.ndarray] = []
         n_bins = np.zeros(n_features, dtype=np.intp)
-        sorted_cols: dict[int, tuple] = {}
+        order = None  # argsort of column j when it is binned here (out given, numeric)
+        with_nan = []
         for j in range(n_features):
             if out is not None and not cat[j]:
                 full = np.ascontiguousarray(X[:, j])
@@ -79,8 +80,13 @@ class BinMapper:
                 s = full[order]
                 n_valid = int(np.searchsorted(np.isnan(s), True)) if n and np.isnan(s[-1]) else n
                 col = s[:n_valid]
-                sorted_cols[j] = (order, col)
+                if n_valid < n:
+                    # 255 is never a non-missing bin (<= max_bins - 1 <= 254); replaced by the
+                    # missing bin once every feature's bins are known
+                    out[j, order[n_valid:]] = 255
+                    with_nan.append(j)
             else:
+                order = None
                 col = X[:, j]
                 col = col[~np.isnan(col)]
             if cat[j]:
@@ -102,7 +108,7 @@ class BinMapper:
                 edges.append(np.empty(0))
                 n_bins[j] = 1
                 continue
-            if j not in sorted_cols:
+            if order is None:
                 col = np.sort(col)
             distinct = col[np.concatenate(([True], col[1:] != col[:-1]))]
             if distinct.size <= self.max_bins:
@@ -111,6 +117,12 @@ class BinMapper:
                 mids = np.unique(_quantiles_sorted(col, self.max_bins))
             edges.append(np.ascontiguousarray(mids, dtype=np.float64))
             n_bins[j] = mids.size + 1
+            if order is not None:
+                # sorted values: bin i holds edges[i-1] < x <= edges[i]; its run ends where x first
+                # exceeds edges[i]
+                ends = np.searchsorted(col, edges[-1], side="right")
+                counts = np.diff(ends, prepend=0, append=col.size)
+                out[j, order[: col.size]] = np.repeat(np.arange(len(counts), dtype=np.uint8), counts)
         self.edges_ = edges
         self.n_bins_non_missing_ = n_bins
         # the missing bin follows the largest feature's bins: histograms are only as wide as needed
@@ -119,16 +131,11 @@ class BinMapper:
         if out is None:
             return
         for j in range(n_features):
-            if j not in sorted_cols:
+            if cat[j]:
                 out[j] = self._transform_col(np.ascontiguousarray(X[:, j]), j)
-                continue
-            order, col = sorted_cols[j]
-            row = out[j]
-            # sorted values: bin i holds edges[i-1] < x <= edges[i]; its run ends where x first exceeds edges[i]
-            ends = np.searchsorted(col, self.edges_[j], side="right")
-            counts = np.diff(ends, prepend=0, append=col.size)
-            row[order[: col.size]] = np.repeat(np.arange(len(counts), dtype=np.uint8), counts)
-            row[order[col.size:]] = self.missing_bin_
+            elif j in with_nan and self.missing_bin_ != 255:
+                row = out[j]
+                row[row == 255] = self.missing_bin_
 
     def transform_T(self, X: np.ndarray) -> np.ndarray:
         """Binned data, feature-major: shape ``(n_features, n_samples)``, ``uint8``."""
