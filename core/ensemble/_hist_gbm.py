@@ -93,8 +93,8 @@ class HistGradientBoostingMixin:
             w_va = None if w_all is None else w_all[va]
         else:
             X_tr, y_tr, w_tr = X, y, w_all
-        mapper = BinMapper(p["max_bins"], cat).fit(X_tr, rng)
-        XbT = mapper.transform_T(X_tr)
+        mapper = BinMapper(p["max_bins"], cat)
+        XbT = mapper.fit_transform_T(X_tr, rng)
         XvT = mapper.transform_T(X_va) if early else None
         n_tr = X_tr.shape[0]
         missing_bin = mapper.missing_bin_

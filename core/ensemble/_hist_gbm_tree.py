@@ -40,13 +40,18 @@ _SPLIT_ROWS = 4096  # nodes with at least this many rows are processed in two ha
 
 
 def _default_threads() -> int:
-    """2 if the process may use two CPUs (and OMP_NUM_THREADS, if set, allows it), else 1."""
+    """``ORCHARD_HIST_THREADS`` (default 1), capped at 2, the CPUs the process may use and OMP_NUM_THREADS.
+
+    One thread by default: whole fits were not faster with the helper thread on a quiet 2-core machine and
+    slower (wall and CPU) on a loaded one (GIL hand-offs; docs/decisions/gradient-boosting.md)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        cap = int(os.environ.get("OMP_NUM_THREADS", "2"))
-    except ValueError:
-        cap = 2
-    return max(1, min(2, cpus, cap))
+    caps = []
+    for var, default in (("ORCHARD_HIST_THREADS", "1"), ("OMP_NUM_THREADS", "2")):
+        try:
+            caps.append(int(os.environ.get(var, default)))
+        except ValueError:
+            caps.append(int(default))
+    return max(1, min(2, cpus, *caps))
 
 
 N_THREADS = _default_threads()
@@ -102,10 +107,21 @@ class HistogramBuilder:
         self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
         self._chunk = max(chunk, 1)
         self.n = n
+        self._Y = [None, None]  # accumulation buffers (the second for the other half of a large node)
+        self._root_counts = None  # (F, n_bins) count histogram of all rows, computed on first use
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
         self.W = self._W[k]
+
+    def _zeroed(self, i):
+        """Reused accumulation buffer ``i`` (0 or 1), zeroed: no allocation (nor page faults) per node."""
+        Y = self._Y[i]
+        if Y is None:
+            Y = self._Y[i] = np.zeros((self.n_cols, self.q))
+        else:
+            Y.fill(0.0)
+        return Y
 
     def __call__(self, idx):
         """(3, F, n_bins) float array (a view): sums of g, h and counts (``idx`` None = all rows)."""
@@ -137,6 +153,54 @@ class HistogramBuilder:
             Y += Y2
         return self._as_hist(Y)
 
+    def root_hist(self, out):
+        """Write the (3, F, n_bins) histogram of all rows into the contiguous array ``out``.
+
+        The count histogram of all rows never changes (nor does the hessian one with a
+        constant hessian): it is computed once, and the sparse product carries only the
+        q - 1 varying quantities (about 20% less work than the full product)."""
+        if _csc_matvecs is None:
+            np.copyto(out, self(None))
+            return out
+        F, B, q = self.n_features, self.n_bins, self.q
+        if self._root_counts is None:
+            self._root_counts = np.stack([np.bincount(self.XbT[f], minlength=B) for f in range(F)]).astype(
+                np.float64)
+        r = q - 1
+        # the first n_cols * r entries of the accumulation buffers, as (n_cols, r) arrays
+        Y = self._zeroed(0).reshape(-1)[: self.n_cols * r].reshape(self.n_cols, r)
+        if self.n < _SPLIT_ROWS:
+            self._accumulate_root(0, self.n, Y)
+        else:  # two halves summed, as in __call__
+            mid = self.n // 2
+            Y2 = self._zeroed(1).reshape(-1)[: self.n_cols * r].reshape(self.n_cols, r)
+            pool = _pool()
+            if pool is None:
+                self._accumulate_root(mid, self.n, Y2)
+            else:
+                job = pool.submit(self._accumulate_root, mid, self.n, Y2)
+            self._accumulate_root(0, mid, Y)
+            if pool is not None:
+                job.result()
+            Y += Y2
+        Yt = Y.reshape(F, B, r)
+        np.copyto(out[0], Yt[:, :, 0])
+        np.copyto(out[1], Yt[:, :, 1] if r == 2 else self._root_counts)
+        np.copyto(out[2], self._root_counts)
+        return out
+
+    def _accumulate_root(self, start, stop, Y):
+        """Add the first q - 1 quantities of rows ``start:stop`` (all rows' codes, no gather) into ``Y``."""
+        codes, F, r = self.codes, self.n_features, self.q - 1
+        w = np.empty((self._chunk, r))
+        for s in range(start, stop, self._chunk):
+            e = min(stop, s + self._chunk)
+            k = e - s
+            for j in range(r):  # column by column: a (k, 2) copy would loop over k rows of 2 items
+                np.copyto(w[:k, j], self.W[s:e, j])
+            _csc_matvecs(self.n_cols, k, r, self._indptr[: k + 1], codes[s:e].reshape(-1),
+                         self._ones[: k * F], w[:k].reshape(-1), Y.reshape(-1))
+
     def _as_hist(self, Y):
         Yt = Y.reshape(self.n_features, self.n_bins, self.q)
         if self.q == 2:
@@ -150,7 +214,8 @@ class HistogramBuilder:
         bin if ``missing_left``), or bin in ``cat_set`` for a categorical split.
         ``n_left`` is the left child's row count (known from the histogram counts).
         Returns ``(idx_left, idx_right, hist)`` with the (3, F, n_bins) histogram of
-        child ``hist_side`` (0: left, 1: right; None: no histogram).
+        child ``hist_side`` (0: left, 1: right; None: no histogram), a view of an
+        internal buffer that is valid until the next ``split`` or ``root_hist`` call.
 
         Nodes with >= ``_SPLIT_ROWS`` rows are processed in two halves (the second on
         the helper thread): each half partitions its rows and histograms its share of
@@ -163,18 +228,19 @@ class HistogramBuilder:
         idx_r = np.empty(m - n_left, dtype=np.intp)
         args = (f, b, missing_left, cat_set, missing_bin, idx_l, idx_r)
         with_hist = hist_side is not None and _csc_matvecs is not None
-        Y = np.zeros((self.n_cols, self.q)) if with_hist else None
+        Y = self._zeroed(0) if with_hist else None
         if m < _SPLIT_ROWS:
             n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y)
         else:
             mid = m // 2
-            Y2 = np.zeros_like(Y) if with_hist else None
+            Y2 = self._zeroed(1) if with_hist else None
             pool = _pool()
-            job = (None if pool is None
-                   else pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2))
-            n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
-            n_l += (self._split_part(idx, mid, m, *args, False, hist_side, Y2) if job is None
-                    else job.result())
+            if pool is None:  # one pass partitions the node; the child is histogrammed in the same halves
+                n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y, Y2, mid)
+            else:
+                job = pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2)
+                n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
+                n_l += job.result()
             if with_hist:
                 Y += Y2
         if n_l != n_left:  # pragma: no cover - the counts come from the same bins
@@ -186,9 +252,9 @@ class HistogramBuilder:
         return idx_l, idx_r, self._as_hist(Y)
 
     def _split_part(self, idx, start, stop, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r,
-                    front, hist_side, Y):
+                    front, hist_side, Y, Y2=None, mid=None):
         """Partition rows ``start:stop`` of the node into the front (or back) of ``idx_l``/``idx_r``;
-        add one side's histogram to ``Y``."""
+        add one side's histogram to ``Y`` (with ``Y2``: the side's rows from node rows ``mid:`` to ``Y2``)."""
         if idx is None:  # the root: rows start..stop-1
             rows = np.arange(start, stop)
             col = self.XbT[f, start:stop]
@@ -203,6 +269,9 @@ class HistogramBuilder:
                 go |= col == missing_bin
         n_l = int(np.count_nonzero(go))
         n_r = len(rows) - n_l
+        if Y2 is not None:  # rows of the histogrammed side within the first half
+            p = int(np.count_nonzero(go[: mid - start]))
+            p = p if hist_side == 0 else mid - start - p
         out_l = idx_l[:n_l] if front else idx_l[len(idx_l) - n_l:]
         out_r = idx_r[:n_r] if front else idx_r[len(idx_r) - n_r:]
         # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result)
@@ -210,7 +279,11 @@ class HistogramBuilder:
         np.compress(np.logical_not(go, out=go), rows, out=out_r)
         if Y is not None:
             part = (out_l, out_r)[hist_side]
-            self._accumulate(part, 0, len(part), Y.reshape(-1))
+            if Y2 is None:
+                self._accumulate(part, 0, len(part), Y.reshape(-1))
+            else:
+                self._accumulate(part, 0, p, Y.reshape(-1))
+                self._accumulate(part, p, len(part), Y2.reshape(-1))
         return n_l
 
     def _accumulate(self, idx, start, stop, Yv):
@@ -232,99 +305,141 @@ class HistogramBuilder:
 
 _BLOCK = 16
 _TRIU = np.triu(np.ones((_BLOCK, _BLOCK)))
+_STRICT_UPPER: dict = {}
 
 
-def _cumsum_bins(hist, out=None):
+def _cumsum_bins(hist, out=None, tmp=None):
     """Inclusive cumulative sums over the last (bin) axis of a histogram array.
 
-    ``np.cumsum`` is one sequential add chain; for 256 bins a blocked version
-    (16 x 16 upper-triangular matmul per block, then block offsets) is ~2x faster.
+    ``np.cumsum`` is one sequential add chain; for bin counts that are multiples of
+    16 a blocked version is ~2x faster: one (rows * n_blocks, 16) @ (16, 16)
+    upper-triangular product gives the sums within blocks, one (rows, n_blocks)
+    @ strictly-upper-triangular product the block offsets.  ``hist`` may be a
+    strided view; it is then copied into ``tmp`` (or a new array) first.
     """
     n_bins = hist.shape[-1]
     if n_bins % _BLOCK or n_bins < 4 * _BLOCK:
         return np.cumsum(hist, axis=-1, out=out)
     rows = hist.size // n_bins
+    n_blocks = n_bins // _BLOCK
     if out is None:
         out = np.empty(hist.shape)
-    cs = out.reshape(rows, n_bins // _BLOCK, _BLOCK)
-    # one 2-D product (rows * n_blocks, 16) @ (16, 16): one BLAS call instead of one per row
+    if not hist.flags.c_contiguous:
+        if tmp is None:
+            tmp = np.empty(hist.shape)
+        np.copyto(tmp, hist)
+        hist = tmp
     np.matmul(hist.reshape(-1, _BLOCK), _TRIU, out=out.reshape(-1, _BLOCK))
-    block_sums = cs[:, :, -1]
-    offsets = np.cumsum(block_sums, axis=1)
-    offsets -= block_sums
+    su = _STRICT_UPPER.get(n_blocks)
+    if su is None:
+        su = _STRICT_UPPER[n_blocks] = np.triu(np.ones((n_blocks, n_blocks)), 1)
+    cs = out.reshape(rows, n_blocks, _BLOCK)
+    offsets = cs[:, :, -1] @ su  # (rows, n_blocks): sums of the blocks before each block
     cs += offsets[:, :, None]
     return out
 
 
-def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian=True):
-    """Best split of each of ``k`` nodes from their stacked (k, 3, F, n_bins) cumulative histograms.
+class _SplitFinder:
+    """Best split of one node or of a pair of sibling nodes from their cumulative histograms.
 
-    ``cum[..., b]`` holds the sums of g, h and counts over bins ``<= b`` (the last
-    bin is the missing-value bin).  Cumulative sums are linear, so a sibling's
-    ``cum`` is ``parent - child`` like its histogram, and only the histogrammed
-    (smaller) child needs a cumulative sum.
+    ``cum[..., b]`` (shape (k, 3, F, n_bins), k <= 2) holds the sums of g, h and
+    counts over bins ``<= b`` (the last bin is the missing-value bin).  Cumulative
+    sums are linear, so a sibling's ``cum`` is ``parent - child`` like its
+    histogram, and only the histogrammed (smaller) child needs a cumulative sum.
+    All nodes, features and bins are scored at once per missing-value direction,
+    with preallocated scratch arrays (one ufunc call per step, no temporaries):
+    ``gain = G_L^2 / (H_L + l2) + G_R^2 / (H_R + l2)`` where the counts allow
+    ``min_samples_leaf`` rows on both sides (and, if ``check_hessian``, both
+    hessian sums reach ``min_hessian_to_split``) and the bin is a split point
+    (``invalid_bins`` (F, n_bins) masks those that are not; or None).
 
-    Returns a list of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or
-    None per node.  Left child = non-missing bins <= b (plus the missing bin if
-    missing_left).  All nodes, features and bins are scored in one vectorised pass
-    per missing-value direction (the nodes of one split are evaluated together).
-    ``invalid_bins`` (F, n_bins) masks bins that are no split point (or None);
-    ``check_hessian=False`` skips the ``min_hessian_to_split`` test when the caller
-    knows every child with ``min_samples_leaf`` rows passes it.
+    Candidates are scored over all n_bins columns (contiguous arrays): the last
+    column (left = every row) always fails the count test ``C_L <= C - min_samples_leaf``.
+    Left child = non-missing bins <= b (plus the missing bin if missing_left).
     """
-    k, n_bins = cum.shape[0], cum.shape[-1]
-    # candidates are scored over all n_bins columns (contiguous arrays, ~1.5x faster than the
-    # :-1 view): the last column (left = every row) always fails the count test CL <= C - min_samples_leaf
-    cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]  # (k, F) missing counts
-    ghc = np.array([G, H, C], dtype=np.float64)[:, :, None, None]
-    Gk, Hk, Ck = ghc[0], ghc[1], ghc[2]
-    parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
-    cands = [cum]
-    has_missing = [True] * k
-    if cm.any():
-        has_missing = cm.any(axis=1)
-        missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
-        cands.append(cum + missing[..., None])
-    best = [None] * k
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for direction, c in enumerate(cands):
-            GL, HL, CL = c[:, 0], c[:, 1], c[:, 2]
-            HR = Hk - HL
-            bad = CL < min_samples_leaf
-            bad |= CL > Ck - min_samples_leaf
-            if check_hessian:
-                bad |= HL < _MIN_HESSIAN
-                bad |= HR < _MIN_HESSIAN
-            if invalid_bins is not None:
-                bad |= invalid_bins
-            gain = GL * GL
-            GR = Gk - GL
-            GR *= GR
-            if l2:
-                gain /= HL + l2
-                HR += l2
-            else:
-                gain /= HL
-            GR /= HR
-            gain += GR
-            np.copyto(gain, -np.inf, where=bad)
-            flat = gain.reshape(k, -1)
-            arg = flat.argmax(axis=1)
-            for i in range(k):
-                if direction == 1 and not has_missing[i]:
-                    continue
-                j = int(arg[i])
-                gk = flat[i, j] - parent[i]
-                if gk > 0 and (best[i] is None or gk > best[i][0]):
-                    f, b = divmod(j, n_bins)
-                    cl = CL[i, f, b]
-                    if direction == 0 and cm[i, f] == 0:
-                        # no missing values here: missing go to the child with more samples
-                        miss_left = bool(cl >= C[i] - cl)
-                    else:
-                        miss_left = direction == 1
-                    best[i] = (float(gk), f, b, miss_left, float(GL[i, f, b]), float(HL[i, f, b]), int(cl), None)
-    return best
+
+    def __init__(self, n_features, n_bins, invalid_bins, l2, min_samples_leaf, check_hessian):
+        shape = (2, n_features, n_bins)
+        self.gain, self.t1 = np.empty(shape), np.empty(shape)
+        self.bad, self.bad2 = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+        self.n_bins = n_bins
+        self.invalid_bins = invalid_bins
+        self.l2 = l2
+        self.min_samples_leaf = min_samples_leaf
+        self.check_hessian = check_hessian
+
+    def __call__(self, cum, G, H, C):
+        """A list (one per node) of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or None."""
+        k, n_bins = cum.shape[0], self.n_bins
+        l2, msl = self.l2, self.min_samples_leaf
+        cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]  # (k, F) missing counts
+        if k == 1:
+            Gk, Hk, Cmax = G[0], H[0], C[0] - msl
+        else:
+            Gk = np.array(G, dtype=np.float64).reshape(k, 1, 1)
+            Hk = np.array(H, dtype=np.float64).reshape(k, 1, 1)
+            Cmax = np.array(C, dtype=np.float64).reshape(k, 1, 1) - msl
+        parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
+        cands = [cum]
+        has_missing = [True] * k
+        if cm.any():
+            has_missing = cm.any(axis=1)
+            missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
+            cands.append(cum + missing[..., None])
+        gain, t1 = self.gain[:k], self.t1[:k]
+        bad, bad2 = self.bad[:k], self.bad2[:k]
+        best = [None] * k
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for direction, c in enumerate(cands):
+                GL, HL, CL = c[:, 0], c[:, 1], c[:, 2]
+                np.less(CL, msl, out=bad)
+                np.greater(CL, Cmax, out=bad2)
+                bad |= bad2
+                np.subtract(Hk, HL, out=t1)  # H_R
+                if self.check_hessian:
+                    np.less(HL, _MIN_HESSIAN, out=bad2)
+                    bad |= bad2
+                    np.less(t1, _MIN_HESSIAN, out=bad2)
+                    bad |= bad2
+                if self.invalid_bins is not None:
+                    bad |= self.invalid_bins
+                np.subtract(Gk, GL, out=gain)  # G_R
+                np.square(gain, out=gain)
+                if l2:
+                    t1 += l2
+                gain /= t1  # G_R^2 / (H_R + l2)
+                np.square(GL, out=t1)
+                if l2:
+                    t1 /= HL + l2
+                else:
+                    t1 /= HL
+                gain += t1
+                np.copyto(gain, -np.inf, where=bad)
+                flat = gain.reshape(k, -1)
+                arg = flat.argmax(axis=1)
+                for i in range(k):
+                    if direction == 1 and not has_missing[i]:
+                        continue
+                    j = int(arg[i])
+                    gk = flat[i, j] - parent[i]
+                    if gk > 0 and (best[i] is None or gk > best[i][0]):
+                        f, b = divmod(j, n_bins)
+                        cl = CL[i, f, b]
+                        if direction == 0 and cm[i, f] == 0:
+                            # no missing values here: missing go to the child with more samples
+                            miss_left = bool(cl >= C[i] - cl)
+                        else:
+                            miss_left = direction == 1
+                        best[i] = (float(gk), f, b, miss_left, float(GL[i, f, b]), float(HL[i, f, b]),
+                                   int(cl), None)
+        return best
+
+
+def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian=True):
+    """Best split of each of ``k`` (<= 2) nodes from their stacked (k, 3, F, n_bins) cumulative
+    histograms (see ``_SplitFinder``)."""
+    finder = _SplitFinder(cum.shape[2], cum.shape[3], invalid_bins, l2, min_samples_leaf, check_hessian)
+    return finder(cum, G, H, C)
 
 
 _CAT_SMOOTH = 10.0  # scikit-learn's smoothing of G/H when ordering categories
@@ -426,26 +541,40 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     h_floor = 1.0 if constant_hessian else (float(h.min()) if n else 0.0)
     check_hessian = not min_samples_leaf * h_floor >= 2 * _MIN_HESSIAN
 
+    n_features = XbT.shape[0]
+    hist_shape = (3, n_features, missing_bin + 1)
+    finder = _SplitFinder(n_features, missing_bin + 1, invalid_bins, l2, min_samples_leaf, check_hessian)
+    pair = np.empty((2,) + hist_shape)  # scratch: cumulative histograms of the children of a split
+    free: list = []  # histogram buffers of nodes that no longer need them
+
+    def keep(cum):
+        """A buffer owned by a pending leaf, holding a copy of ``cum``."""
+        buf = free.pop() if free else np.empty(hist_shape)
+        np.copyto(buf, cum)
+        return buf
+
+    def release(node):
+        if node.hist is not None:
+            free.append(node.hist)
+            node.hist = None
+
     def consider(nodes_, cum):
-        """Score ``nodes_`` whose cumulative histograms are stacked in ``cum``."""
-        splits = _best_splits(cum, [nd.G for nd in nodes_], [nd.H for nd in nodes_],
-                              [nd.C for nd in nodes_], invalid_bins, l2,
-                              min_samples_leaf, check_hessian)
-        for node, split in zip(nodes_, splits, strict=True):
+        """Score ``nodes_`` whose cumulative histograms are stacked in ``cum`` (scratch)."""
+        splits = finder(cum, [nd.G for nd in nodes_], [nd.H for nd in nodes_], [nd.C for nd in nodes_])
+        for i, (node, split) in enumerate(zip(nodes_, splits, strict=True)):
             if len(categorical):
-                hist = np.diff(node.hist, axis=-1, prepend=0.0)
+                hist = np.diff(cum[i], axis=-1, prepend=0.0)
                 split = _best_categorical_split(hist, node.G, node.H, node.C, categorical, missing_bin,
                                                 l2, min_samples_leaf, split)
             node.split = split
             if split is not None:
+                node.hist = keep(cum[i])
                 heapq.heappush(heap, (-split[0], node.id, node))
-            else:
-                node.hist = None
 
     if max_leaf_nodes is None or max_leaf_nodes > 1:
         if splittable(root):
-            root.hist = _cumsum_bins(hist_builder(None))
-            consider([root], root.hist[None])
+            _cumsum_bins(hist_builder.root_hist(pair[1]), out=pair[0])
+            consider([root], pair[:1])
     n_leaves = 1
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
@@ -474,35 +603,31 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         leaves[lnode.id] = lnode
         leaves[rnode.id] = rnode
         n_leaves += 1
-        parent_hist = node.hist
-        if parent_hist is None:  # never happens (see the pruning below); kept as a safe fallback
-            parent_hist = _cumsum_bins(hist_builder(node.idx))
-        node.hist = node.idx = node.split = None
+        node_idx, node.idx, node.split = node.idx, None, None
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
         if need_hist:
+            parent_hist = node.hist
+            if parent_hist is None:  # never happens (see the pruning below); kept as a safe fallback
+                parent_hist = _cumsum_bins(hist_builder(node_idx))
             small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
             # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
-            pair = np.empty((2,) + parent_hist.shape)
-            _cumsum_bins(small_hist, out=pair[0])
-            np.subtract(parent_hist, pair[0], out=pair[1])
+            _cumsum_bins(small_hist, out=pair[0], tmp=pair[1])
             todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
+            if todo[-1] == 1:
+                np.subtract(parent_hist, pair[0], out=pair[1])
+            release(node)
             if len(todo) == 2:
-                small.hist, large.hist = pair[0], pair[1]
                 consider([small, large], pair)
             else:
-                nd = (small, large)[todo[0]]
-                nd.hist = pair[todo[0]]
-                consider([nd], pair[todo[0] : todo[0] + 1])
+                consider([(small, large)[todo[0]]], pair[todo[0] : todo[0] + 1])
             if max_leaf_nodes is not None and len(heap) > max_leaf_nodes - n_leaves:
                 # pops follow the heap order, so a pending leaf ranked below the number of splits
                 # left is never split: drop its histogram (bounds the memory held by histograms)
                 for _, _, nd in sorted(heap)[max_leaf_nodes - n_leaves :]:
-                    nd.hist = None
-            # own copies for pending leaves, so that a split leaf's half of ``pair`` is freed
-            for nd in (small, large):
-                if nd.hist is not None:
-                    nd.hist = nd.hist.copy()
+                    release(nd)
+        else:
+            release(node)
     nodes = {
         "feature": feature,
         "bin": bins,

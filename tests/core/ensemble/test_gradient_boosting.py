@@ -440,6 +440,30 @@ def test_histograms_in_two_halves_match_a_direct_count(monkeypatch):
                 np.testing.assert_array_equal(hist[2, f], np.bincount(b, minlength=n_bins))
 
 
+@pytest.mark.parametrize("constant_hessian", [False, True])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_root_histogram_with_cached_counts_matches_a_direct_count(monkeypatch, constant_hessian, n_threads):
+    """HistogramBuilder.root_hist: the sparse product carries g (and h) only; counts are cached."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
+    rng = np.random.default_rng(3)
+    n, F, n_bins = 9_000, 3, 7
+    XbT = rng.integers(0, n_bins, size=(F, n)).astype(np.uint8)
+    hb = tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=constant_hessian)
+    for _ in range(2):  # the second call reuses the cached counts with new gradients
+        hb.g[0] = rng.normal(size=n)
+        if not constant_hessian:
+            hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+        hist = hb.root_hist(np.empty((3, F, n_bins)))
+        for f in range(F):
+            counts = np.bincount(XbT[f], minlength=n_bins)
+            np.testing.assert_allclose(hist[0, f], np.bincount(XbT[f], hb.g[0], n_bins), rtol=1e-12, atol=1e-9)
+            hess = counts if constant_hessian else np.bincount(XbT[f], hb.h[0], n_bins)
+            np.testing.assert_allclose(hist[1, f], hess, rtol=1e-12, atol=1e-9)
+            np.testing.assert_array_equal(hist[2, f], counts)
+
+
 def test_one_or_two_histogram_threads_give_the_same_model(monkeypatch):
     import core.ensemble._hist_gbm_tree as tree_mod
 
@@ -487,3 +511,24 @@ def test_split_partitions_rows_and_histograms_one_child(monkeypatch, n_threads):
                     np.testing.assert_allclose(hist[1, f], np.bincount(bins_, hb.h[0, child], missing_bin + 1),
                                                rtol=1e-12, atol=1e-9)
                     np.testing.assert_array_equal(hist[2, f], np.bincount(bins_, minlength=missing_bin + 1))
+
+
+def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():
+    """BinMapper.fit_transform_T (one argsort per column) gives fit(X).transform_T(X)'s edges and bins."""
+    from core.ensemble._binning import BinMapper
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3_000, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[:, 1] = np.round(X[:, 1] * 3)  # few distinct values: midpoints; NaN kept
+    X[:, 2] = np.nan  # all missing
+    X[:, 4] = rng.integers(0, 6, len(X))  # categorical codes
+    cat = np.array([False, False, False, False, True])
+    ref = BinMapper(255, cat).fit(X, np.random.default_rng(0))
+    mapper = BinMapper(255, cat)
+    XbT = mapper.fit_transform_T(X, np.random.default_rng(0))
+    np.testing.assert_array_equal(XbT, ref.transform_T(X))
+    assert mapper.missing_bin_ == ref.missing_bin_
+    for a, b in zip(mapper.edges_, ref.edges_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (XbT[2] == mapper.missing_bin_).all() and (XbT[0][np.isnan(X[:, 0])] == mapper.missing_bin_).all()
