@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait as _wait_ready
 from typing import TYPE_CHECKING
@@ -71,16 +73,49 @@ def prestart(settings: Settings) -> None:
     payload = settings.model_dump_json()
     q, go = ctx.Queue(), ctx.Event()
     ready = [ctx.Event() for _ in range(settings.workers)]
-    procs = [ctx.Process(target=_worker_main, args=(q, payload, ev, go), daemon=True) for ev in ready]
+    procs = [ctx.Process(target=_worker_main, args=(q, payload, ev, go, os.getpid()), daemon=True) for ev in ready]
     starter = threading.Thread(target=_start_all, args=(procs,), daemon=True, name="orchard-pool-start")
     starter.start()
     _prestarted = {"payload": payload, "q": q, "go": go, "procs": procs, "ready": ready, "starter": starter}
 
 
-def _worker_main(q, settings_json: str, ready=None, go=None) -> None:
+def _exit_with_api(api_pid: int | None) -> None:
+    """End this worker when the API process that owns the pool is gone. A shutdown sends every worker a stop
+    message, but a SIGKILL (or the OOM killer) gives the API no time to, and a forkserver's child is not the
+    API's child, so it would wait on the queue forever. A daemon thread waits on a pidfd of the API process
+    (Linux >= 5.3: no polling, immune to pid reuse) or else checks the pid every second. A job this worker was
+    running stays ``running`` in the store; the API's next start fails it with an explaining message."""
+    if not api_pid:
+        return
+    import select
+
+    try:
+        fd = os.pidfd_open(api_pid)
+    except ProcessLookupError:
+        os._exit(0)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch():
+        if fd is not None:
+            select.select([fd], [], [])  # readable when the process has ended
+            os._exit(0)
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(api_pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except OSError:
+                pass
+
+    threading.Thread(target=watch, daemon=True, name="orchard-api-watch").start()
+
+
+def _worker_main(q, settings_json: str, ready=None, go=None, api_pid: int | None = None) -> None:
+    _exit_with_api(api_pid)
     # BLAS threads: one per worker process, so N workers do not oversubscribe the cores (already set, before
     # NumPy loaded, by the forkserver's preload; here for the spawn fallback)
-    import os
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -152,7 +187,7 @@ class EmbeddedQueue:
         self._monitor.start()
 
     def _process(self, payload: str, ev):
-        return self._ctx.Process(target=_worker_main, args=(self._q, payload, ev), daemon=True)
+        return self._ctx.Process(target=_worker_main, args=(self._q, payload, ev, None, os.getpid()), daemon=True)
 
     def _spawn(self, payload: str):
         ev = self._ctx.Event()

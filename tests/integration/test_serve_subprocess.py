@@ -107,3 +107,42 @@ def test_walkthrough_restart_and_kill(tmp_path):
         c.close()
     finally:
         server.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_workers_exit_when_the_api_process_is_killed_alone(tmp_path):
+    """SIGKILL of the API process only (the OOM killer, `kill -9 <pid>`): its training workers, children of
+    the forkserver rather than of the API, must not linger waiting for jobs that will never come."""
+    data = tmp_path / "data"
+    data.mkdir()
+    server = Server(data, _free_port())
+    server.start()
+    pgid = server.proc.pid  # start_new_session: the server leads its own process group
+    members = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(int(p.name)) == pgid]
+    assert len(members) >= 3, members  # the API, the forkserver, the worker (and the resource tracker)
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in members if Path(f"/proc/{p}").exists()]
+    try:
+        assert not left, [Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in left]
+    finally:
+        if _group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+        server.log.close()
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
