@@ -184,7 +184,7 @@ def check_predict_input(est, X, attribute: str) -> np.ndarray:
         check_is_fitted(est, [attribute])  # raises NotFittedError with its message
     if (type(X) is np.ndarray and X.dtype is _F64 and X.ndim == 2 and X.size <= _SMALL and X.size
             and X.flags.c_contiguous and X.shape[1] == getattr(est, "n_features_in_", -1)
-            and math.isfinite(sum(X.ravel().tolist()))):
+            and math.isfinite(sum(map(sum, X.tolist())))):  # row sums of the nested list: no raveled copy
         return X
     X = check_array(X)
     check_n_features(est, X)

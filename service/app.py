@@ -134,12 +134,10 @@ class OrchardApp(FastAPI):
     predict_front_door: PredictFrontDoor | None = None
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "POST":
-            path = scope["path"]
-            if path[-8:] == "/predict" and self.predict_front_door is not None:
-                model_id = predict_model_id(path)
-                if model_id is not None:
-                    return await self.predict_front_door(scope, receive, send, model_id)
+        if scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None:
+            model_id = predict_model_id(scope["path"])
+            if model_id is not None:
+                return await self.predict_front_door(scope, receive, send, model_id)
         await super().__call__(scope, receive, send)
 
 

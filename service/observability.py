@@ -411,6 +411,7 @@ class Observability:
 _ACCESS_LINE = (b'{"ts":"%s.%03dZ","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
                 b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%d.%03d,"bytes":%d,"client":"%s"}\n')
 _LINE_PARTS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+_PATH_JSON: dict[str, bytes] = {}  # a path's JSON string (predict paths repeat: one per model)
 _ts_second = [-1, b""]  # the formatted "YYYY-MM-DDTHH:MM:SS" of the last second seen (flush holds a lock)
 
 
@@ -422,6 +423,10 @@ def _access_line(item: tuple) -> bytes:
     if sec != _ts_second[0]:
         _ts_second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
         _ts_second[0] = sec
-    p = orjson.dumps(path)
+    p = _PATH_JSON.get(path)
+    if p is None:
+        p = orjson.dumps(path)
+        if len(_PATH_JSON) < 1024:  # paths come from clients: keep the cache bounded
+            _PATH_JSON[path] = p
     return _ACCESS_LINE % (_ts_second[1], int((now - sec) * 1000), method, p[1:-1], status, rid.encode(), method,
                            p, route, status, us // 1000, us % 1000, nbytes, client.encode())
