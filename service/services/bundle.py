@@ -18,7 +18,6 @@ from .tables import FALSE_TOKENS, MISSING_TOKENS, TRUE_TOKENS
 _TRUE = set(TRUE_TOKENS)
 _FALSE = set(FALSE_TOKENS)
 _MISSING = set(MISSING_TOKENS)
-_F64 = np.dtype(np.float64)  # native float64: a singleton dtype, so `is` is an exact test
 
 
 @dataclass
@@ -79,9 +78,8 @@ class ModelBundle:
             except (TypeError, ValueError):
                 A = None
             if A is not None and A.ndim == 2 and A.shape[1] == len(self._names):
-                if json_numbers and (A.dtype is _F64 or A.dtype.kind in "iu"):  # plain JSON numbers: finite
-                    if A.dtype is not _F64:
-                        A = A.astype(np.float64)
+                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: finite, nothing missing
+                    # (integers are converted to float64 by transform_matrix, which copies only then)
                     return self.preprocessor.transform_matrix(A, finite=True, copy=False)
                 try:  # None (missing), booleans, numeric strings: the float conversion decides
                     A = np.array(A, dtype=np.float64) if A.dtype.kind != "O" else np.array(A.tolist(), dtype=np.float64)
@@ -183,19 +181,24 @@ class ModelBundle:
     def predict(self, columns: dict[str, np.ndarray], *, return_proba=False, return_std=False) -> dict:
         return self.predict_matrix(self.matrix(columns), return_proba=return_proba, return_std=return_std)
 
+    def _label_values(self, labels) -> list:
+        """Predicted labels as JSON-ready values: one ``tolist()`` when ``classes_`` holds no NumPy scalar
+        (decided once per bundle), else ``_labels``."""
+        if self._plain_labels and type(labels) is np.ndarray:
+            return labels.tolist()
+        return _labels(labels)
+
     def predict_matrix(self, X: np.ndarray, *, return_proba=False, return_std=False) -> dict:
         est = self.estimator
         out: dict[str, Any] = {}
         if self.task == "classification":
             if return_proba and hasattr(est, "predict_proba"):
                 proba = est.predict_proba(X)
-                out["predictions"] = _labels(est.classes_[np.argmax(proba, axis=1)])
+                out["predictions"] = self._label_values(est.classes_[np.argmax(proba, axis=1)])
                 out["probabilities"] = proba.tolist()
-                out["classes"] = _labels(est.classes_)
+                out["classes"] = self._label_values(est.classes_)
             else:
-                labels = est.predict(X)
-                out["predictions"] = labels.tolist() if self._plain_labels and type(labels) is np.ndarray \
-                    else _labels(labels)
+                out["predictions"] = self._label_values(est.predict(X))
         elif self.task == "regression":
             if return_std and getattr(est, "has_predict_std", False):
                 mean, std = est.predict(X, return_std=True)
