@@ -23,13 +23,12 @@ from itertools import repeat
 
 import numpy as np
 
-from ..validation import DataError, NotFittedError
+from ..validation import _F64, DataError, NotFittedError
 
 __all__ = ["TablePreprocessor", "FEATURE_TYPES"]
 
 FEATURE_TYPES = ("numeric", "boolean", "categorical")
 _IMPUTE = ("mean", "median", "most_frequent")
-_F64 = np.dtype(np.float64)  # native float64: a singleton dtype, so `is` is an exact test
 _SCALE_METHODS = ("standard", "minmax")
 
 
