@@ -22,8 +22,10 @@ import re
 import sys
 import threading
 import time
+import weakref
 from bisect import bisect_left
-from collections import deque
+from collections import Counter, deque
+from functools import partial
 from itertools import count
 from time import perf_counter
 
@@ -90,9 +92,8 @@ class BufferedStreamHandler(logging.Handler):
     errors, instead of one write system call per line. ``os.write`` on the descriptor keeps the offset it
     shares with the other processes writing to the same stderr (worker processes), so their lines never
     overlap. Lines wait in a deque: appending and popping are atomic, so writers take no lock.
-    ``write_line`` lets the access log skip the LogRecord machinery (see RequestRecorder): it queues the line's
-    raw fields, and the line is formatted when written, in a batch (cache-warm: formatting each line between
-    two requests cost several times more)."""
+    ``write_line`` lets the access log skip the LogRecord machinery: ``RequestRecorder.drain`` queues a whole
+    batch of formatted access lines as one item."""
 
     PENDING = 512
 
@@ -110,10 +111,10 @@ class BufferedStreamHandler(logging.Handler):
 
     def _flusher(self):
         while not self._stop.wait(self.interval):
-            self.flush()
             tick = self.on_tick
             if tick is not None:
-                tick()
+                tick()  # first: the access lines recorders still hold go out with this write
+            self.flush()
 
     def flush(self):
         buf = self._buf
@@ -121,7 +122,7 @@ class BufferedStreamHandler(logging.Handler):
             if not buf:
                 return
             popleft = buf.popleft
-            data = b"".join([x if type(x) is bytes else _access_line(x) for x in [popleft() for _ in range(len(buf))]])
+            data = b"".join([popleft() for _ in range(len(buf))])
             view = memoryview(data)
             try:
                 while view:
@@ -129,8 +130,8 @@ class BufferedStreamHandler(logging.Handler):
             except OSError:
                 pass
 
-    def write_line(self, line) -> None:
-        """Queue one line: bytes, or the raw fields of an access-log line (formatted when written)."""
+    def write_line(self, line: bytes) -> None:
+        """Queue formatted bytes: one line, or a batch of access lines (``RequestRecorder.drain``)."""
         buf = self._buf
         buf.append(line)
         if len(buf) >= self.PENDING:
@@ -153,7 +154,8 @@ class BufferedStreamHandler(logging.Handler):
 
 
 def flush_logs() -> None:
-    """Write out buffered log lines now (shutdown, fatal signals)."""
+    """Write out buffered log lines now (shutdown, fatal signals), the access lines recorders hold included."""
+    drain_recorders()
     for h in logging.getLogger().handlers:
         try:
             h.flush()
@@ -184,8 +186,15 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         lg.propagate = True
     # the access log may write its JSON lines straight into this handler while nothing else is attached
     _access_sink = (handler, formatter, [handler]) if fmt == "json" else None
-    handler.on_tick = refresh_access_sink
+    handler.on_tick = _tick
     refresh_access_sink()
+    atexit.unregister(drain_recorders)
+    atexit.register(drain_recorders)  # after the handler's own: runs before it (atexit is last-in, first-out)
+
+
+def _tick() -> None:
+    refresh_access_sink()
+    drain_recorders()
 
 
 _root = logging.getLogger()
@@ -258,10 +267,15 @@ class RequestStats:
     def __init__(self):
         self.series: dict[tuple[str, str], list] = {}  # (method, route) -> [bucket counts, sum, {status: n}]
 
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+    def entry(self, method: str, route: str) -> list:
+        """The series of (method, route): [bucket counts, sum of seconds, {status: count}]."""
         entry = self.series.get((method, route))
         if entry is None:
             entry = self.series[(method, route)] = [[0] * (len(_BUCKETS) + 1), 0.0, {}]
+        return entry
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        entry = self.entry(method, route)
         entry[0][bisect_left(_BUCKETS, seconds)] += 1
         entry[1] += seconds
         by_status = entry[2]
@@ -292,6 +306,7 @@ class Metrics:
         self.stats = RequestStats()
         self.rows = {"v1": 0, "v2": 0}
         self.observe = self.stats.observe
+        self.drains: list = []  # RequestRecorder.drain of each recorder counting into these stats
         self.registry.register(self)
         self.registry.register(OrchardCollector(get_runtime))
 
@@ -313,6 +328,8 @@ class Metrics:
         self.rows["v2"] += n_rows
 
     def exposition(self) -> bytes:
+        for drain in self.drains:  # requests still queued in a recorder count in this scrape
+            drain()
         return generate_latest(self.registry)
 
 
@@ -335,34 +352,142 @@ class RequestRecorder:
     """What every request leaves behind: its metrics (``RequestStats``) and its JSON access-log line.
 
     ``record`` runs once per request, from the ``Observability`` middleware or from the predict front door
-    (api/fastpath.py), so it is written for speed: see docs/decisions/observability.md for what it costs."""
+    (api/fastpath.py), on the request's hot path, so it only queues the request's fields (one deque append).
+    ``drain`` turns the queue into metrics and access lines in a batch: when ``BATCH`` requests are queued, at
+    every tick of the log flusher (0.5 s), before each /metrics scrape and at shutdown (``flush_logs``). Done
+    per request, between two predictions, the same work cost about three times as much: its code and data
+    were cold each time (docs/decisions/observability.md has the figures).
+    While the logging setup is not Orchard's own (``refresh_access_sink``), access lines go through
+    ``logging`` at once, as any log record does."""
+
+    BATCH = 128
 
     def __init__(self, metrics: Metrics | None, access_log_on: bool):
         self.stats = metrics.stats if metrics is not None else None
         self.access_log_on = access_log_on
+        self._queue: deque[tuple] = deque()
+        self._lock = threading.Lock()  # one drain at a time: lines stay in order, stats have one writer
+        # (method, path, route) -> [line template, stats series, this batch's durations, this batch's statuses]
+        self._cache: dict[tuple[str, str, str], list] = {}
+        self._ts = [-1, b"", -1, b""]  # last millisecond seen and its timestamp; last second and its prefix
+        if metrics is not None:
+            metrics.drains.append(self.drain)
+        _recorders.add(self)
+        self.record = self._recorder() if access_log_on or metrics is not None else _ignore
 
-    def record(self, scope, route: str, status: int, elapsed: float, nbytes: int, rid: str) -> None:
-        method = scope["method"]
-        if self.stats is not None:
-            self.stats.observe(method, route, status, elapsed)
-        if self.access_log_on:
+    def _recorder(self):
+        """``record(scope, route, status, elapsed, nbytes, rid)`` for this configuration: queue one finished
+        request (``rid``: its request id, ASCII bytes as in the X-Request-ID header). The queued tuple holds the
+        scope's fields, not the scope: holding whole scopes until the drain kept each request's objects alive
+        past it, and measurably slowed the allocations of the requests after it."""
+        queue, append, drain, batch, now = self._queue, self._queue.append, self.drain, self.BATCH, time.time
+
+        if not self.access_log_on:
+            def record(scope, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
+                append((scope["method"], scope["path"], None, route, status, elapsed, nbytes, rid, None))
+                if len(queue) >= batch:
+                    drain()
+            return record
+
+        count = self.stats is not None
+
+        def record(scope, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
+            if _direct is None or len(_root.handlers) != 1:  # the logging setup is not Orchard's alone
+                if access_log.isEnabledFor(logging.INFO):
+                    if queue:
+                        drain()  # lines queued earlier go first
+                    self._log(scope["method"], scope["path"], scope.get("client"), route, status, elapsed, nbytes,
+                              rid)
+                if not count:
+                    return
+                append((scope["method"], scope["path"], None, route, status, elapsed, nbytes, rid, None))
+            else:
+                append((scope["method"], scope["path"], scope.get("client"), route, status, elapsed, nbytes, rid,
+                        now()))
+            if len(queue) >= batch:
+                drain()
+        return record
+
+    @staticmethod
+    def _log(method: str, path: str, client, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
+        """One access line through ``logging`` (the setup is not Orchard's alone)."""
+        access_log.info("%s %s %d", method, path, status, extra={"request_id": rid.decode(), "fields": {
+            "method": method, "path": path, "route": route, "status": status,
+            "duration_ms": round(elapsed * 1000, 3), "bytes": nbytes, "client": client[0] if client else ""}})
+
+    def _entry(self, key: tuple[str, str, str]) -> list:
+        """The cache entry of (method, path, route); kept for up to 4,096 distinct paths (paths come from clients)."""
+        method, path, route = key
+        entry = [_line_template(method, path, route), self.stats.entry(method, route) if self.stats else None, [], []]
+        if len(self._cache) < 4096:
+            self._cache[key] = entry
+        return entry
+
+    def drain(self) -> None:
+        """Metrics and access lines of every queued request (any thread)."""
+        queue = self._queue
+        if not queue:
+            return
+        with self._lock:
+            popleft = queue.popleft
+            items = [popleft() for _ in range(len(queue))]
+            if not items:
+                return
             direct = _direct
-            client = scope.get("client")
-            if direct is not None and len(_root.handlers) == 1:
-                # the formatter's line, built without a LogRecord (several times cheaper); constant parts cached
-                key = (method, route)
-                parts = _LINE_PARTS.get(key)
-                if parts is None:
-                    parts = (method.encode(), route.encode())
-                    if len(_LINE_PARTS) < 256:  # methods come from clients: keep the cache bounded
-                        _LINE_PARTS[key] = parts
-                direct[0].write_line((time.time(), parts[0], scope["path"], status, rid, parts[1],
-                                      int(elapsed * 1e6), nbytes, client[0] if client else ""))
-            elif access_log.isEnabledFor(logging.INFO):
-                access_log.info("%s %s %d", method, scope["path"], status, extra={"request_id": rid, "fields": {
-                    "method": method, "path": scope["path"], "route": route, "status": status,
-                    "duration_ms": round(elapsed * 1000, 3), "bytes": nbytes,
-                    "client": client[0] if client else ""}})
+            cache, ts, lines, touched = self._cache, self._ts, [], []
+            count = self.stats is not None
+            for method, path, client, route, status, elapsed, nbytes, rid, now in items:
+                key = (method, path, route)
+                entry = cache.get(key) or self._entry(key)
+                if count:  # counted per entry below, in C loops
+                    durations = entry[2]
+                    if not durations:
+                        touched.append(entry)
+                    durations.append(elapsed)
+                    entry[3].append(status)
+                if now is None:  # counted only: the access log is off, or the line went through logging
+                    continue
+                if direct is None:  # the setup stopped being Orchard's since: through logging, in order
+                    self._log(method, path, client, route, status, elapsed, nbytes, rid)
+                    continue
+                ms = int(now * 1000)
+                if ms != ts[0]:
+                    sec = ms // 1000
+                    if sec != ts[2]:
+                        ts[2], ts[3] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
+                    ts[0], ts[1] = ms, b"%s.%03dZ" % (ts[3], ms % 1000)
+                lines.append(entry[0] % (ts[1], status, rid, status, elapsed * 1000, nbytes,
+                                         client[0].encode() if client else b""))
+            for entry in touched:
+                buckets, durations, statuses = entry[1][0], entry[2], entry[3]
+                for i, n in Counter(map(_bucket, durations)).items():
+                    buckets[i] += n
+                entry[1][1] += sum(durations)
+                by_status = entry[1][2]
+                for status, n in Counter(statuses).items():
+                    by_status[status] = by_status.get(status, 0) + n
+                durations.clear()
+                statuses.clear()
+            if lines:  # written now, a batch at a time: small writes stay in the CPU's caches (one 0.5 s
+                # backlog of several MB, joined and written at once, cost ~1 us per line in page faults and copies)
+                direct[0].write_line(b"".join(lines))
+                direct[0].flush()
+
+
+def _ignore(scope, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
+    """``record`` with metrics and the access log both off."""
+
+
+_bucket = partial(bisect_left, _BUCKETS)  # a latency's histogram bucket
+
+
+_recorders: weakref.WeakSet[RequestRecorder] = weakref.WeakSet()
+
+
+def drain_recorders() -> None:
+    """Drain every live recorder (the log flusher's tick, shutdown)."""
+    for recorder in list(_recorders):
+        recorder.drain()
 
 
 class Observability:
@@ -402,31 +527,16 @@ class Observability:
             await self.app(scope, receive, send_wrapper)
         finally:
             route = getattr(scope.get("route"), "path", None) or "<unmatched>"
-            self.record(scope, route, state[0], perf_counter() - start, state[1], rid)
+            self.record(scope, route, state[0], perf_counter() - start, state[1], rid_header[1])
             request_id_var.reset(token)
 
 
-# One access-log line; every interpolated value is JSON-safe: the path is JSON-encoded, the request id matches
-# _VALID_ID or is hex, methods are HTTP tokens, routes are the app's templates, the client an address.
-_ACCESS_LINE = (b'{"ts":"%s.%03dZ","level":"info","logger":"orchard.access","msg":"%s %s %d","request_id":"%s",'
-                b'"method":"%s","path":%s,"route":"%s","status":%d,"duration_ms":%d.%03d,"bytes":%d,"client":"%s"}\n')
-_LINE_PARTS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
-_PATH_JSON: dict[str, bytes] = {}  # a path's JSON string (predict paths repeat: one per model)
-_ts_second = [-1, b""]  # the formatted "YYYY-MM-DDTHH:MM:SS" of the last second seen (flush holds a lock)
-
-
-def _access_line(item: tuple) -> bytes:
-    """One access-log line from the fields ``RequestRecorder.record`` queued; every interpolated value is
-    JSON-safe (see _ACCESS_LINE). The duration is formatted from integer microseconds."""
-    now, method, path, status, rid, route, us, nbytes, client = item
-    sec = int(now)
-    if sec != _ts_second[0]:
-        _ts_second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
-        _ts_second[0] = sec
-    p = _PATH_JSON.get(path)
-    if p is None:
-        p = orjson.dumps(path)
-        if len(_PATH_JSON) < 1024:  # paths come from clients: keep the cache bounded
-            _PATH_JSON[path] = p
-    return _ACCESS_LINE % (_ts_second[1], int((now - sec) * 1000), method, p[1:-1], status, rid.encode(), method,
-                           p, route, status, us // 1000, us % 1000, nbytes, client.encode())
+def _line_template(method: str, path: str, route: str) -> bytes:
+    """The access line of (method, path, route) as a bytes template of the per-request fields: ts, status, request
+    id, status, duration_ms, bytes, client. Every value interpolated later is JSON-safe: request ids match
+    _VALID_ID or are hex, timestamps and numbers are plain, clients are addresses. The fixed parts are encoded
+    here once: the path as JSON, the method (an HTTP token from the client) and route the same way."""
+    m, p, r = (orjson.dumps(v).replace(b"%", b"%%") for v in (method, path, route))
+    return (b'{"ts":"%s","level":"info","logger":"orchard.access","msg":"' + m[1:-1] + b" " + p[1:-1] +
+            b' %d","request_id":"%s","method":' + m + b',"path":' + p + b',"route":' + r +
+            b',"status":%d,"duration_ms":%.3f,"bytes":%d,"client":"%s"}\n')

@@ -119,7 +119,7 @@ class PredictFrontDoor:
             await send({"type": "http.response.body", "body": data})
             status, nbytes = 200, len(data)
         finally:
-            self.record(scope, ROUTE, status, perf_counter() - start, nbytes, rid)
+            self.record(scope, ROUTE, status, perf_counter() - start, nbytes, rid_header[1])
             request_id_var.reset(token)
 
 

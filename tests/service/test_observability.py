@@ -157,20 +157,25 @@ def test_direct_access_lines_are_json_in_order_and_none_is_lost(orchard_logging)
     import threading
 
     obs, handler, _, path = orchard_logging
+    logging.getLogger().handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
     assert obs._direct is not None  # the setup is Orchard's: lines bypass logging
+    through_logging = []
+    handler.emit = through_logging.append
     recorder = obs.RequestRecorder(None, True)
     scope = {"method": "POST", "path": '/v1/models/m"1/predict', "client": ("10.0.0.7", 1)}
 
     def work(t):
         for i in range(3000):
-            recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 0.00125, i, f"rid-{t}-{i}")
+            recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 0.00125, i, f"rid-{t}-{i}".encode())
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
+    recorder.drain()  # what the flusher's tick does (this handler was built without configure_logging)
     handler.flush()
+    assert not through_logging  # every line took the direct path
     docs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert len(docs) == 12000
     assert {d["request_id"] for d in docs} == {f"rid-{t}-{i}" for t in range(4) for i in range(3000)}
@@ -196,17 +201,63 @@ def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(orchard_
             seen.append(fmt.format(record))
 
     root = logging.getLogger()
+    root.handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
     recorder = obs.RequestRecorder(None, True)
     scope = {"method": "GET", "path": "/x", "client": None}
-    recorder.record(scope, "/x", 200, 0.001, 1, "direct-1")
+    recorder.record(scope, "/x", 200, 0.001, 1, b"direct-1")
     extra = Collect()
     root.addHandler(extra)  # noticed at once
-    recorder.record(scope, "/x", 200, 0.001, 1, "both-2")
+    recorder.record(scope, "/x", 200, 0.001, 1, b"both-2")
     root.handlers[:] = [extra]  # replaced: the next tick turns the direct path off
     obs.refresh_access_sink()
     assert obs._direct is None
-    recorder.record(scope, "/x", 200, 0.001, 1, "logging-3")
+    recorder.record(scope, "/x", 200, 0.001, 1, b"logging-3")
     handler.flush()
     direct = [orjson.loads(x)["request_id"] for x in path.read_bytes().splitlines()]
     assert direct == ["direct-1", "both-2"]  # the second through logging into Orchard's handler too
     assert [orjson.loads(x)["request_id"] for x in seen] == ["both-2", "logging-3"]
+
+
+@pytest.mark.parametrize("orchard_logging", [0.05], indirect=True)
+def test_queued_access_lines_are_written_by_the_flusher_tick(orchard_logging):
+    """A request's line is queued (no formatting on the request path) and the flusher's next tick writes it,
+    with no scrape and no further request."""
+    import time
+
+    obs, handler, _, path = orchard_logging
+    logging.getLogger().handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
+    handler.on_tick = obs._tick  # as configure_logging sets it
+    recorder = obs.RequestRecorder(None, True)
+    recorder.record({"method": "GET", "path": "/health/live", "client": None}, "/health/live", 200, 0.0005, 2,
+                    b"tick-1")
+    assert not path.read_bytes()  # still queued
+    deadline = time.monotonic() + 5
+    while not path.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    d = orjson.loads(path.read_bytes())
+    assert d["request_id"] == "tick-1" and d["client"] == "" and d["duration_ms"] == 0.5 and d["bytes"] == 2
+
+
+def test_metrics_only_recorder_counts_at_scrape_and_writes_no_line(tmp_path, capfd):
+    """With the access log off, requests are queued for the metrics alone and counted before each scrape."""
+    from service import observability as obs
+
+    def not_started():
+        raise AttributeError("runtime")  # what app.state raises before the app's start-up
+
+    metrics = obs.Metrics(not_started)
+    recorder = obs.RequestRecorder(metrics, False)
+    scope = {"method": "POST", "path": "/v1/models/m1/predict", "client": ("10.0.0.7", 1)}
+    for status, seconds in ((200, 0.0004), (200, 0.003), (422, 0.2)):
+        recorder.record(scope, "/v1/models/{model_id}/predict", status, seconds, 10, b"rid")
+    text = metrics.exposition().decode()
+    fams = {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+    route = (("method", "POST"), ("route", "/v1/models/{model_id}/predict"))
+    assert fams[("orchard_http_requests_total", (*route[:1], route[1], ("status", "200")))] == 2
+    assert fams[("orchard_http_requests_total", (*route[:1], route[1], ("status", "422")))] == 1
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.0005"), *route))] == 1
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.005"), *route))] == 2
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.25"), *route))] == 3
+    assert fams[("orchard_http_request_duration_seconds_sum", route)] == pytest.approx(0.2034)
+    assert "orchard.access" not in capfd.readouterr().err
