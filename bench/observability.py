@@ -5,7 +5,8 @@ the JSON access log on (the defaults: ORCHARD_METRICS=true, ORCHARD_ACCESS_LOG=t
 and off (ORCHARD_METRICS=false, ORCHARD_ACCESS_LOG=false), alternating the two for several rounds, and measures
 POST /v1/models/{id}/predict throughput with wrk on loopback. Prints the ratio on/off (target >= 0.95).
 
-Usage: python bench/observability.py [--duration 10] [--connections 8] [--rounds 3]
+Usage: python bench/observability.py [--duration 10] [--connections 8] [--rounds 3] [--concurrent]
+                                    [--baseline-tree DIR]
 Needs `wrk` (Debian package). With taskset and 2+ cores the server runs on core 0 and wrk on core 1.
 
 On a shared, loaded machine timings vary by more than the 5% in question, so `--callgrind` counts instead the
@@ -31,7 +32,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.service import free_port, wait_http  # noqa: E402
+from bench.service import CALLGRIND_ENV, free_port, wait_http  # noqa: E402
 from bench.service import wrk as _wrk  # noqa: E402
 
 
@@ -53,14 +54,15 @@ def wrk(url: str, body: str, duration: int, connections: int) -> dict:
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def serve(data_dir: Path, port: int, on: bool, log_path: Path) -> subprocess.Popen:
+def serve(data_dir: Path, port: int, on: bool, log_path: Path, root: Path = ROOT) -> subprocess.Popen:
+    """`orchard serve` from the source tree ``root`` (another tree: an A/B of two versions), pinned to core 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
-    env.update(PYTHONPATH=str(ROOT), ORCHARD_SECRET_KEY="bench", ORCHARD_METRICS=str(on).lower(),
+    env.update(PYTHONPATH=str(root), ORCHARD_SECRET_KEY="bench", ORCHARD_METRICS=str(on).lower(),
                ORCHARD_ACCESS_LOG=str(on).lower())
     log = open(log_path, "ab")
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
     p = subprocess.Popen([*pin, sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
-                          str(data_dir), "--workers", "1"], cwd=ROOT, env=env, stdout=log, stderr=log,
+                          str(data_dir), "--workers", "1"], cwd=root, env=env, stdout=log, stderr=log,
                          start_new_session=True)
     log.close()
     wait_http(f"http://127.0.0.1:{port}/health/ready")
@@ -84,8 +86,8 @@ def callgrind(data_dir: Path, mid: str, body: dict, on: bool, n: int, tmp: Path)
     import re
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
-    env.update(PYTHONPATH=str(ROOT), ORCHARD_SECRET_KEY="bench", PYTHONHASHSEED="0",
-               ORCHARD_METRICS=str(on).lower(), ORCHARD_ACCESS_LOG=str(on).lower())
+    env.update(PYTHONPATH=str(ROOT), ORCHARD_SECRET_KEY="bench", ORCHARD_METRICS=str(on).lower(),
+               ORCHARD_ACCESS_LOG=str(on).lower(), **CALLGRIND_ENV)
     port = free_port()
     out = tmp / f"callgrind-{on}-{n}.out"
     with open(tmp / f"callgrind-{on}-{n}.log", "wb") as log:
@@ -107,12 +109,19 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--concurrent", action="store_true",
+                    help="start the servers once, all at the same time, and measure them in turns (short bursts "
+                         "cancel the machine's drift between rounds)")
+    ap.add_argument("--baseline-tree", type=Path, metavar="DIR",
+                    help="also serve another source tree (e.g. `git archive` of an earlier commit) with metrics and "
+                         "access log on, measured in turns with the others (implies --concurrent)")
     args = ap.parse_args()
     from sklearn.datasets import load_breast_cancer
 
     data = load_breast_cancer()
     tmp = Path(tempfile.mkdtemp())
     results: dict[str, list[dict]] = {"on": [], "off": []}
+    modes = ["on", "off"]
     try:
         port = free_port()
         p = serve(tmp / "data", port, True, tmp / "setup.log")
@@ -139,19 +148,40 @@ def main() -> None:
             print(f"overhead: {per[True] - per[False]:,.0f} instructions per request, "
                   f"{100 * (per[True] / per[False] - 1):.1f}% of the off figure (target <= 5%)")
             return
-        for rnd in range(args.rounds):
-            for mode in (("on", "off") if rnd % 2 == 0 else ("off", "on")):
-                port = free_port()
-                p = serve(tmp / "data", port, mode == "on", tmp / f"server-{mode}.log")
-                try:
-                    url = f"http://127.0.0.1:{port}/v1/models/{mid}/predict"
-                    wrk(url, body, 2, args.connections)  # warm-up
-                    cpu0 = cpu_seconds(p.pid)
-                    r = wrk(url, body, args.duration, args.connections)
-                    r["cpu_us"] = (cpu_seconds(p.pid) - cpu0) / (r["rps"] * args.duration) * 1e6
-                    results[mode].append(r)
-                finally:
+        def measure(p: subprocess.Popen, port: int) -> dict:
+            url = f"http://127.0.0.1:{port}/v1/models/{mid}/predict"
+            cpu0 = cpu_seconds(p.pid)
+            r = wrk(url, body, args.duration, args.connections)
+            r["cpu_us"] = (cpu_seconds(p.pid) - cpu0) / (r["rps"] * args.duration) * 1e6
+            return r
+
+        if args.baseline_tree:
+            modes.append("baseline")
+            results["baseline"] = []
+        if args.concurrent or args.baseline_tree:  # every server up at once, short bursts in turn
+            servers = {}
+            try:
+                for mode in modes:
+                    port = free_port()
+                    servers[mode] = (serve(tmp / "data", port, mode != "off", tmp / f"server-{mode}.log",
+                                           args.baseline_tree if mode == "baseline" else ROOT), port)
+                    wrk(f"http://127.0.0.1:{port}/v1/models/{mid}/predict", body, 2, args.connections)  # warm-up
+                for rnd in range(args.rounds):
+                    for mode in (modes if rnd % 2 == 0 else modes[::-1]):
+                        results[mode].append(measure(*servers[mode]))
+            finally:
+                for p, _ in servers.values():
                     stop(p)
+        else:
+            for rnd in range(args.rounds):
+                for mode in (("on", "off") if rnd % 2 == 0 else ("off", "on")):
+                    port = free_port()
+                    p = serve(tmp / "data", port, mode == "on", tmp / f"server-{mode}.log")
+                    try:
+                        wrk(f"http://127.0.0.1:{port}/v1/models/{mid}/predict", body, 2, args.connections)  # warm-up
+                        results[mode].append(measure(p, port))
+                    finally:
+                        stop(p)
         log_lines = sum(1 for _ in open(tmp / "server-on.log", "rb"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -162,7 +192,7 @@ def main() -> None:
           "p50 ms | p99 ms | non-2xx |")
     print("|---|---|---|---|---|---|---|")
     med, cpu = {}, {}
-    for mode in ("on", "off"):
+    for mode in modes:
         rs = results[mode]
         med[mode] = statistics.median(r["rps"] for r in rs)
         per_round = ", ".join(f"{r['rps']:.0f}" for r in rs)
@@ -173,6 +203,11 @@ def main() -> None:
     print(f"\nthroughput ratio on / off: {med['on'] / med['off']:.3f} (target >= 0.95); server CPU per request "
           f"off / on: {cpu['off'] / cpu['on']:.3f} (the throughput ratio a saturated dedicated core would give); "
           f"access-log lines written while on: {log_lines}")
+    per_round = statistics.median(a["rps"] / b["rps"] for a, b in zip(results["on"], results["off"], strict=True))
+    print(f"median of the per-round ratios on / off: {per_round:.3f}")
+    if "baseline" in med:
+        print(f"baseline tree {args.baseline_tree} (on) / off: {med['baseline'] / med['off']:.3f}; "
+              f"server CPU per request off / baseline: {cpu['off'] / cpu['baseline']:.3f}")
 
 
 if __name__ == "__main__":

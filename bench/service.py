@@ -15,7 +15,9 @@ On a shared, loaded machine throughput moves by more than the difference in ques
 counts instead each server's user-space instructions per request under valgrind (Debian package
 `valgrind`): each server answers 200 and then 1,200 sequential predict requests in two separate runs, and
 (I(1200) - I(200)) / 1000 is the cost of one request without start-up (PYTHONHASHSEED=0, byte code compiled
-beforehand). Kernel time (the socket system calls, the same for both servers) is not counted. It also counts each
+beforehand, OPENBLAS_NUM_THREADS=1: under valgrind the idle OpenBLAS worker threads of NumPy's and SciPy's
+libraries executed ~90,000 instructions per request in their wait loops, in proportion to valgrind's slowed wall
+clock, while under wrk without valgrind they used no CPU at all; single-row products never use them). Kernel time (the socket system calls, the same for both servers) is not counted. It also counts each
 app alone, called 500 times straight from Python with no HTTP (bench/_asgi_calls.py): the steadiest figure,
 free of uvicorn and of the periodic work that grows with valgrind's slowed wall clock.
 """
@@ -102,6 +104,9 @@ def _real_python() -> str:
     return os.path.realpath(sys.executable)
 
 
+CALLGRIND_ENV = {"PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}  # see the module docstring
+
+
 def callgrind_per_request(cmd: list[str], env: dict, url_path: str, body: dict, health: str) -> tuple[int, int]:
     """(instructions per request, start-up instructions) of the server ``cmd`` under callgrind."""
     totals = {}
@@ -164,15 +169,15 @@ def main_callgrind(args, data, env, server_env) -> None:
         stop(server)
     body = {"rows": [list(map(float, data.data[0]))]}
     py = _real_python()
-    cg_env = dict(server_env, PYTHONHASHSEED="0")
+    cg_env = dict(server_env, **CALLGRIND_ENV)
     orchard, o_start = callgrind_per_request(
         [py, "-m", "service.cli", "serve", "--port", "{port}", "--data-dir", str(tmp), "--workers", "0"],
         cg_env, f"/v1/models/{mid}/predict", body, "/health/live")
     bare, b_start = callgrind_per_request(
         [py, "-m", "uvicorn", "bench._bare_asgi:app", "--port", "{port}", "--log-level", "warning",
-         "--no-access-log"], dict(env, PYTHONHASHSEED="0"), "/", body, "/")
+         "--no-access-log"], dict(env, **CALLGRIND_ENV), "/", body, "/")
     o_app = callgrind_app_calls("orchard", cg_env, tmp, mid, body)
-    b_app = callgrind_app_calls("bare", dict(env, PYTHONHASHSEED="0"), tmp, mid, body)
+    b_app = callgrind_app_calls("bare", dict(env, **CALLGRIND_ENV), tmp, mid, body)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"# bench/service.py --callgrind  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; server settings: "
           f"{' '.join(args.set) or 'defaults'}\n")
