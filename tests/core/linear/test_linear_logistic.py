@@ -173,3 +173,18 @@ def test_cv_accuracy_parity(loader, n):
     assert abs(a - b) <= 0.01
     a, b = _cv_accuracy(lambda: Softmax(), lambda: SkLogistic(max_iter=1000), X, y)
     assert abs(a - b) <= 0.01
+
+
+def test_binary_single_row_predictions_match_the_batch_and_are_copies():
+    """One row takes a shortcut (a slice of classes_, no NumPy comparison): the same labels as the batch path,
+    row by row, on both sides of the boundary; never a view that could alter classes_."""
+    X, y = _scaled(load_breast_cancer)
+    labels = np.array(["malignant", "benign"], dtype=object)[y]
+    m = LR().fit(X, labels)
+    batch = m.predict(X)
+    assert set(batch) == {"malignant", "benign"}
+    single = np.concatenate([m.predict(X[i:i + 1]) for i in range(len(X))])
+    assert single.dtype == batch.dtype and np.array_equal(single, batch)
+    one = m.predict(X[:1])
+    one[0] = "changed"
+    assert "changed" not in m.classes_
