@@ -6,7 +6,7 @@ and off (ORCHARD_METRICS=false, ORCHARD_ACCESS_LOG=false), alternating the two f
 POST /v1/models/{id}/predict throughput with wrk on loopback. Prints the ratio on/off (target >= 0.95).
 
 Usage: python bench/observability.py [--duration 10] [--connections 8] [--rounds 3] [--concurrent]
-                                    [--baseline-tree DIR]
+                                    [--tree NAME=DIR ...]
 Needs `wrk` (Debian package). With taskset and 2+ cores the server runs on core 0 and wrk on core 1.
 
 On a shared, loaded machine timings vary by more than the 5% in question, so `--callgrind` counts instead the
@@ -112,9 +112,10 @@ def main() -> None:
     ap.add_argument("--concurrent", action="store_true",
                     help="start the servers once, all at the same time, and measure them in turns (short bursts "
                          "cancel the machine's drift between rounds)")
-    ap.add_argument("--baseline-tree", type=Path, metavar="DIR",
-                    help="also serve another source tree (e.g. `git archive` of an earlier commit) with metrics and "
-                         "access log on, measured in turns with the others (implies --concurrent)")
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                    help="also serve another source tree (e.g. `git archive` of an earlier commit, or a variant) "
+                         "with metrics and access log on, measured in turns with the others (repeatable; implies "
+                         "--concurrent)")
     args = ap.parse_args()
     from sklearn.datasets import load_breast_cancer
 
@@ -155,16 +156,17 @@ def main() -> None:
             r["cpu_us"] = (cpu_seconds(p.pid) - cpu0) / (r["rps"] * args.duration) * 1e6
             return r
 
-        if args.baseline_tree:
-            modes.append("baseline")
-            results["baseline"] = []
-        if args.concurrent or args.baseline_tree:  # every server up at once, short bursts in turn
+        trees = dict(spec.split("=", 1) for spec in args.tree)
+        for name in trees:
+            modes.append(name)
+            results[name] = []
+        if args.concurrent or trees:  # every server up at once, short bursts in turn
             servers = {}
             try:
                 for mode in modes:
                     port = free_port()
                     servers[mode] = (serve(tmp / "data", port, mode != "off", tmp / f"server-{mode}.log",
-                                           args.baseline_tree if mode == "baseline" else ROOT), port)
+                                           Path(trees.get(mode, ROOT))), port)
                     wrk(f"http://127.0.0.1:{port}/v1/models/{mid}/predict", body, 2, args.connections)  # warm-up
                 for rnd in range(args.rounds):
                     for mode in (modes if rnd % 2 == 0 else modes[::-1]):
@@ -205,9 +207,10 @@ def main() -> None:
           f"access-log lines written while on: {log_lines}")
     per_round = statistics.median(a["rps"] / b["rps"] for a, b in zip(results["on"], results["off"], strict=True))
     print(f"median of the per-round ratios on / off: {per_round:.3f}")
-    if "baseline" in med:
-        print(f"baseline tree {args.baseline_tree} (on) / off: {med['baseline'] / med['off']:.3f}; "
-              f"server CPU per request off / baseline: {cpu['off'] / cpu['baseline']:.3f}")
+    for name in modes[2:]:
+        ratios = [a["rps"] / b["rps"] for a, b in zip(results[name], results["off"], strict=True)]
+        print(f"tree {name} (on) / off: {med[name] / med['off']:.3f}, median of the per-round ratios "
+              f"{statistics.median(ratios):.3f}; server CPU per request off / {name}: {cpu['off'] / cpu[name]:.3f}")
 
 
 if __name__ == "__main__":

@@ -360,7 +360,8 @@ class RequestRecorder:
     While the logging setup is not Orchard's own (``refresh_access_sink``), access lines go through
     ``logging`` at once, as any log record does."""
 
-    BATCH = 128
+    # requests per drain (docs/decisions/observability.md: measured against 128 and 512)
+    BATCH = 1024
 
     def __init__(self, metrics: Metrics | None, access_log_on: bool):
         self.stats = metrics.stats if metrics is not None else None
