@@ -260,9 +260,9 @@ class OrchardCollector:
 
 
 class RequestStats:
-    """Request counts and latency histograms, aggregated in plain Python on the event loop's thread (one
-    list index and two additions per request, no locks) and turned into Prometheus families at scrape time.
-    prometheus-client's own Counter/Histogram cost ~3 us per request with their locks; this costs < 1 us."""
+    """Request counts and latency histograms in plain Python lists, counted in batches by
+    ``RequestRecorder.drain`` (under its lock) and turned into Prometheus families at scrape time.
+    prometheus-client's own Counter/Histogram cost ~3 us per request with their locks."""
 
     def __init__(self):
         self.series: dict[tuple[str, str], list] = {}  # (method, route) -> [bucket counts, sum, {status: n}]
@@ -273,13 +273,6 @@ class RequestStats:
         if entry is None:
             entry = self.series[(method, route)] = [[0] * (len(_BUCKETS) + 1), 0.0, {}]
         return entry
-
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        entry = self.entry(method, route)
-        entry[0][bisect_left(_BUCKETS, seconds)] += 1
-        entry[1] += seconds
-        by_status = entry[2]
-        by_status[status] = by_status.get(status, 0) + 1
 
     def collect(self):
         requests = CounterMetricFamily("orchard_http_requests", "HTTP requests by method, route template and status",
@@ -305,7 +298,6 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.stats = RequestStats()
         self.rows = {"v1": 0, "v2": 0}
-        self.observe = self.stats.observe
         self.drains: list = []  # RequestRecorder.drain of each recorder counting into these stats
         self.registry.register(self)
         self.registry.register(OrchardCollector(get_runtime))
@@ -355,8 +347,8 @@ class RequestRecorder:
     (api/fastpath.py), on the request's hot path, so it only queues the request's fields (one deque append).
     ``drain`` turns the queue into metrics and access lines in a batch: when ``BATCH`` requests are queued, at
     every tick of the log flusher (0.5 s), before each /metrics scrape and at shutdown (``flush_logs``). Done
-    per request, between two predictions, the same work cost about three times as much: its code and data
-    were cold each time (docs/decisions/observability.md has the figures).
+    per request, between two predictions, the same work cost more: its code and data were cold each time
+    (docs/decisions/observability.md has the figures).
     While the logging setup is not Orchard's own (``refresh_access_sink``), access lines go through
     ``logging`` at once, as any log record does."""
 
