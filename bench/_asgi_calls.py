@@ -48,7 +48,7 @@ def main() -> None:
                 return done + 1
             raise RuntimeError("the app suspended: the harness needs calls that complete at once")
 
-        for i in range(50):
+        for i in range(50):  # warm-up calls (negative indices: never the last measured call)
             one(0, -1 - i)
         if finish is not None:
             finish()

@@ -461,8 +461,8 @@ class RequestRecorder:
                     by_status[status] = by_status.get(status, 0) + n
                 durations.clear()
                 statuses.clear()
-            if lines:  # written now, a batch at a time: small writes stay in the CPU's caches (one 0.5 s
-                # backlog of several MB, joined and written at once, cost ~1 us per line in page faults and copies)
+            if lines:  # written now, a batch at a time: small writes stay in the CPU's caches (a 0.5 s backlog
+                # of several MB, joined and written at once, cost more per line in page faults and copies; by hand)
                 direct[0].write_line(b"".join(lines))
                 direct[0].flush()
 
