@@ -23,11 +23,11 @@ import sys
 import threading
 import time
 import weakref
-from bisect import bisect_left
-from collections import Counter, deque
-from functools import partial
-from itertools import count
-from time import perf_counter
+from bisect import bisect_right
+from collections import deque
+from itertools import chain, count, islice, repeat
+from operator import itemgetter
+from time import perf_counter_ns
 
 import orjson
 from prometheus_client import CollectorRegistry
@@ -346,8 +346,13 @@ class RequestRecorder:
     ``record`` runs once per request, from the ``Observability`` middleware or from the predict front door
     (api/fastpath.py), on the request's hot path, so it only queues the request's fields (one deque append).
     ``drain`` turns the queue into metrics and access lines in a batch: when ``BATCH`` requests are queued, at
-    every tick of the log flusher (0.5 s), before each /metrics scrape and at shutdown (``flush_logs``). Done
-    per request, between two predictions, the same work cost more: its code and data were cold each time
+    every tick of the log flusher (0.5 s), before each /metrics scrape and at shutdown (``flush_logs``).
+    The drain works on columns (``zip(*items)``) with C-level loops (``map``, ``zip``, ``sorted``, ``join``):
+    each line is joined from texts made once and reused, looked up in dicts that make a missing text on first
+    use (per (method, path, route, status) the text from ``level`` to ``duration_ms``, per millisecond the
+    timestamp, per microsecond the duration, per size and per client the rest but the request id), and the
+    latency histogram is counted by bisecting the batch's sorted durations once per bucket bound. A Python
+    loop over the batch, formatting each line with ``%``, cost more than twice as much
     (docs/decisions/observability.md has the figures).
     While the logging setup is not Orchard's own (``refresh_access_sink``), access lines go through
     ``logging`` at once, as any log record does."""
@@ -358,120 +363,134 @@ class RequestRecorder:
     def __init__(self, metrics: Metrics | None, access_log_on: bool):
         self.stats = metrics.stats if metrics is not None else None
         self.access_log_on = access_log_on
-        self._queue: deque[tuple] = deque()
+        self._queue: deque[tuple] = deque()  # requests with an access line to write (and to count)
+        self._counted: deque[tuple] = deque()  # requests only to count (no line, or the line went through logging)
         self._lock = threading.Lock()  # one drain at a time: lines stay in order, stats have one writer
-        # (method, path, route) -> [line template, stats series, this batch's durations, this batch's statuses]
-        self._cache: dict[tuple[str, str, str], list] = {}
-        self._ts = [-1, b"", -1, b""]  # last millisecond seen and its timestamp; last second and its prefix
+        # (method, path, route, status) -> (the line's text from level to duration_ms, stats series, status)
+        self._entries = _Texts(self._entry)
         if metrics is not None:
             metrics.drains.append(self.drain)
         _recorders.add(self)
         self.record = self._recorder() if access_log_on or metrics is not None else _ignore
 
     def _recorder(self):
-        """``record(scope, route, status, elapsed, nbytes, rid)`` for this configuration: queue one finished
-        request (``rid``: its request id, ASCII bytes as in the X-Request-ID header). The queued tuple holds the
-        scope's fields, not the scope: holding whole scopes until the drain kept each request's objects alive
-        past it, and measurably slowed the allocations of the requests after it."""
-        queue, append, drain, batch, now = self._queue, self._queue.append, self.drain, self.BATCH, time.time
+        """``record(scope, route, status, elapsed_ns, nbytes, rid)`` for this configuration: queue one finished
+        request (``elapsed_ns``: its duration in integer nanoseconds, from ``perf_counter_ns``; ``rid``: its
+        request id, ASCII bytes as in the X-Request-ID header). The queued tuple holds the scope's fields, not
+        the scope: holding whole scopes until the drain kept each request's objects alive past it, and
+        measurably slowed the allocations of the requests after it."""
+        queue, counted, drain, batch, now_ns = self._queue, self._counted, self.drain, self.BATCH, time.time_ns
+        append, count_only = queue.append, counted.append
 
         if not self.access_log_on:
-            def record(scope, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
-                append((scope["method"], scope["path"], None, route, status, elapsed, nbytes, rid, None))
-                if len(queue) >= batch:
+            def record(scope, route: str, status: int, elapsed_ns: int, nbytes: int, rid: bytes) -> None:
+                count_only((scope["method"], scope["path"], route, status, (elapsed_ns + 500) // 1000))
+                if len(counted) >= batch:
                     drain()
             return record
 
         count = self.stats is not None
 
-        def record(scope, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
+        def record(scope, route: str, status: int, elapsed_ns: int, nbytes: int, rid: bytes) -> None:
             if _direct is None or len(_root.handlers) != 1:  # the logging setup is not Orchard's alone
                 if access_log.isEnabledFor(logging.INFO):
                     if queue:
                         drain()  # lines queued earlier go first
-                    self._log(scope["method"], scope["path"], scope.get("client"), route, status, elapsed, nbytes,
-                              rid)
-                if not count:
-                    return
-                append((scope["method"], scope["path"], None, route, status, elapsed, nbytes, rid, None))
-            else:
-                append((scope["method"], scope["path"], scope.get("client"), route, status, elapsed, nbytes, rid,
-                        now()))
+                    self._log(scope["method"], scope["path"], scope.get("client"), route, status, elapsed_ns,
+                              nbytes, rid)
+                if count:
+                    count_only((scope["method"], scope["path"], route, status, (elapsed_ns + 500) // 1000))
+                    if len(counted) >= batch:
+                        drain()
+                return
+            # durations in whole microseconds, timestamps in whole milliseconds (integer arithmetic here is
+            # cheaper than the same conversions as C-level map steps in the drain)
+            append((scope["method"], scope["path"], scope.get("client"), route, status, (elapsed_ns + 500) // 1000,
+                    nbytes, rid, now_ns() // 1_000_000))
             if len(queue) >= batch:
                 drain()
         return record
 
     @staticmethod
-    def _log(method: str, path: str, client, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
+    def _log(method: str, path: str, client, route: str, status: int, elapsed_ns: int, nbytes: int,
+             rid: bytes) -> None:
         """One access line through ``logging`` (the setup is not Orchard's alone)."""
         access_log.info("%s %s %d", method, path, status, extra={"request_id": rid.decode(), "fields": {
             "method": method, "path": path, "route": route, "status": status,
-            "duration_ms": round(elapsed * 1000, 3), "bytes": nbytes, "client": client[0] if client else ""}})
+            "duration_ms": round(elapsed_ns / 1e6, 3), "bytes": nbytes, "client": client[0] if client else ""}})
 
-    def _entry(self, key: tuple[str, str, str]) -> list:
-        """The cache entry of (method, path, route); kept for up to 4,096 distinct paths (paths come from clients)."""
-        method, path, route = key
-        entry = [_line_template(method, path, route), self.stats.entry(method, route) if self.stats else None, [], []]
-        if len(self._cache) < 4096:
-            self._cache[key] = entry
+    def _entry(self, key: tuple[str, str, str, int]) -> tuple:
+        """The entry of (method, path, route, status); kept for up to 4,096 keys (paths come from clients)."""
+        method, path, route, status = key
+        entry = (_line_text(method, path, route, status), self.stats.entry(method, route) if self.stats else None,
+                 status)
+        if len(self._entries) < 4096:
+            self._entries[key] = entry
         return entry
 
     def drain(self) -> None:
         """Metrics and access lines of every queued request (any thread)."""
-        queue = self._queue
-        if not queue:
+        queue, counted = self._queue, self._counted
+        if not queue and not counted:
             return
         with self._lock:
-            popleft = queue.popleft
-            items = [popleft() for _ in range(len(queue))]
-            if not items:
-                return
+            # pop exactly the items there now (other threads may append meanwhile), in a C loop
+            items = list(islice(iter(queue.popleft, None), len(queue)))
+            only = list(islice(iter(counted.popleft, None), len(counted)))
             direct = _direct
-            cache, ts, lines, touched = self._cache, self._ts, [], []
-            count = self.stats is not None
-            for method, path, client, route, status, elapsed, nbytes, rid, now in items:
-                key = (method, path, route)
-                entry = cache.get(key) or self._entry(key)
-                if count:  # counted per entry below, in C loops
-                    durations = entry[2]
-                    if not durations:
-                        touched.append(entry)
-                    durations.append(elapsed)
-                    entry[3].append(status)
-                if now is None:  # counted only: the access log is off, or the line went through logging
-                    continue
+            if items:
+                methods, paths, clients, routes, statuses, uss, sizes, rids, mss = zip(*items, strict=True)
+                entries = list(map(self._entries.__getitem__, zip(methods, paths, routes, statuses, strict=True)))
+                if self.stats is not None:
+                    self._count(entries, uss)
                 if direct is None:  # the setup stopped being Orchard's since: through logging, in order
-                    self._log(method, path, client, route, status, elapsed, nbytes, rid)
-                    continue
-                ms = int(now * 1000)
-                if ms != ts[0]:
-                    sec = ms // 1000
-                    if sec != ts[2]:
-                        ts[2], ts[3] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
-                    ts[0], ts[1] = ms, b"%s.%03dZ" % (ts[3], ms % 1000)
-                lines.append(entry[0] % (ts[1], status, rid, status, elapsed * 1000, nbytes,
-                                         client[0].encode() if client else b""))
-            for entry in touched:
-                buckets, durations, statuses = entry[1][0], entry[2], entry[3]
-                for i, n in Counter(map(_bucket, durations)).items():
-                    buckets[i] += n
-                entry[1][1] += sum(durations)
-                by_status = entry[1][2]
-                for status, n in Counter(statuses).items():
-                    by_status[status] = by_status.get(status, 0) + n
-                durations.clear()
-                statuses.clear()
-            if lines:  # written now, a batch at a time: small writes stay in the CPU's caches (a 0.5 s backlog
-                # of several MB, joined and written at once, cost more per line in page faults and copies; by hand)
-                direct[0].write_line(b"".join(lines))
-                direct[0].flush()
+                    for method, path, client, route, status, us, nbytes, rid, _ in items:
+                        self._log(method, path, client, route, status, us * 1000, nbytes, rid)
+                else:
+                    # written now, a batch at a time: small writes stay in the CPU's caches (a 0.5 s backlog
+                    # of several MB, joined and written at once, cost more per line in page faults and copies)
+                    direct[0].write_line(b"".join(chain.from_iterable(zip(
+                        map(_TIMESTAMP_TEXT.__getitem__, mss), map(_FIRST, entries),
+                        map(_DURATION_TEXT.__getitem__, uss), map(_SIZE_TEXT.__getitem__, sizes),
+                        map(_CLIENT_TEXT.__getitem__, clients), rids, repeat(b'"}\n'), strict=False))))
+                    direct[0].flush()
+            if only:
+                methods, paths, routes, statuses, uss = zip(*only, strict=True)
+                keys = zip(methods, paths, routes, statuses, strict=True)
+                self._count(list(map(self._entries.__getitem__, keys)), uss)
+
+    @staticmethod
+    def _count(entries: list, durations: tuple) -> None:
+        """Count requests (``entries[i]`` took ``durations[i]`` us) into their series (under the drain's lock)."""
+        first = entries[0]
+        if entries.count(first) == len(entries):  # one series (entries equal only if their keys are)
+            groups = ((first, durations),)
+        else:
+            by_entry: dict[int, tuple] = {}
+            for entry, ns in zip(entries, durations, strict=True):
+                group = by_entry.get(id(entry))
+                if group is None:
+                    group = by_entry[id(entry)] = (entry, [])
+                group[1].append(ns)
+            groups = by_entry.values()
+        for (_, series, status), group in groups:
+            done, ordered, buckets = 0, sorted(group), series[0]
+            for i, bound in enumerate(_BUCKETS_US):  # le: durations <= bound
+                upto = bisect_right(ordered, bound, done)
+                buckets[i] += upto - done
+                done = upto
+                if done == len(ordered):
+                    break
+            buckets[-1] += len(ordered) - done
+            series[1] += sum(ordered) / 1e6
+            series[2][status] = series[2].get(status, 0) + len(ordered)
 
 
 def _ignore(scope, route: str, status: int, elapsed: float, nbytes: int, rid: bytes) -> None:
     """``record`` with metrics and the access log both off."""
 
 
-_bucket = partial(bisect_left, _BUCKETS)  # a latency's histogram bucket
+_BUCKETS_US = tuple(round(b * 1e6) for b in _BUCKETS)  # the histogram's bounds in microseconds
 
 
 _recorders: weakref.WeakSet[RequestRecorder] = weakref.WeakSet()
@@ -506,7 +525,7 @@ class Observability:
         token = request_id_var.set(rid)
         rid_header = (b"x-request-id", rid.encode())
         state = [500, 0]  # status, body bytes
-        start = perf_counter()
+        start = perf_counter_ns()
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
@@ -520,16 +539,70 @@ class Observability:
             await self.app(scope, receive, send_wrapper)
         finally:
             route = getattr(scope.get("route"), "path", None) or "<unmatched>"
-            self.record(scope, route, state[0], perf_counter() - start, state[1], rid_header[1])
+            self.record(scope, route, state[0], perf_counter_ns() - start, state[1], rid_header[1])
             request_id_var.reset(token)
 
 
-def _line_template(method: str, path: str, route: str) -> bytes:
-    """The access line of (method, path, route) as a bytes template of the per-request fields: ts, status, request
-    id, status, duration_ms, bytes, client. Every value interpolated later is JSON-safe: request ids match
-    _VALID_ID or are hex, timestamps and numbers are plain, clients are addresses. The fixed parts are encoded
-    here once: the path as JSON, the method (an HTTP token from the client) and route the same way."""
-    m, p, r = (orjson.dumps(v).replace(b"%", b"%%") for v in (method, path, route))
-    return (b'{"ts":"%s","level":"info","logger":"orchard.access","msg":"' + m[1:-1] + b" " + p[1:-1] +
-            b' %d","request_id":"%s","method":' + m + b',"path":' + p + b',"route":' + r +
-            b',"status":%d,"duration_ms":%.3f,"bytes":%d,"client":"%s"}\n')
+def _line_text(method: str, path: str, route: str, status: int) -> bytes:
+    """The fixed text of an access line of (method, path, route, status), between its timestamp and its
+    duration. A line is ``{"ts":"<ts>`` + this + duration + ``,"bytes":<n>,"client":"`` + client +
+    ``","request_id":"`` + request id + ``"}\n``. Every value joined in is JSON-safe: request ids match
+    _VALID_ID or are hex, timestamps and numbers are plain, client addresses are JSON-encoded once."""
+    m, p, r = (orjson.dumps(v) for v in (method, path, route))
+    return (b'","level":"info","logger":"orchard.access","msg":"%s %s %d","method":%s,"path":%s,"route":%s,'
+            b'"status":%d,"duration_ms":' % (m[1:-1], p[1:-1], status, m, p, r, status))
+
+
+_FIRST = itemgetter(0)
+_TEXT_CACHE_MAX = 4096  # texts kept per kind (sizes and clients come from clients: bounded)
+
+
+class _Texts(dict):
+    """A dict that makes a missing value with ``make(key)`` (which may store it): C-speed lookups in ``map``."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key):
+        return self.make(key)
+
+
+def _kept(texts: dict, key, text: bytes, keep: bool = True) -> bytes:
+    if keep:
+        if len(texts) >= _TEXT_CACHE_MAX:
+            texts.clear()
+        texts[key] = text
+    return text
+
+
+_SECOND: list = [-1, b""]  # the last second formatted, and its text
+
+
+def _timestamp_text(ms: int) -> bytes:
+    """``{"ts":"<ISO time to the millisecond>`` of ``ms`` milliseconds since the epoch."""
+    sec, frac = divmod(ms, 1000)
+    if sec != _SECOND[0]:
+        _SECOND[:] = sec, b'{"ts":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
+    return _kept(_TIMESTAMP_TEXT, ms, b"%s.%03dZ" % (_SECOND[1], frac))
+
+
+def _duration_text(us: int) -> bytes:
+    """``duration_ms`` to the microsecond (``0.031``); kept below 20 ms (slower requests are rarer)."""
+    return _kept(_DURATION_TEXT, us, b"%d.%03d" % divmod(us, 1000), us < 20_000)
+
+
+def _size_text(nbytes: int) -> bytes:
+    """``,"bytes":<n>,"client":"``."""
+    return _kept(_SIZE_TEXT, nbytes, b',"bytes":%d,"client":"' % nbytes)
+
+
+def _client_text(client) -> bytes:
+    """The ASGI client (host, port) or None: its host, JSON-encoded, up to the request id."""
+    return _kept(_CLIENT_TEXT, client, orjson.dumps(client[0] if client else "")[1:] + b',"request_id":"')
+
+
+_TIMESTAMP_TEXT = _Texts(_timestamp_text)
+_DURATION_TEXT = _Texts(_duration_text)
+_SIZE_TEXT = _Texts(_size_text)
+_CLIENT_TEXT = _Texts(_client_text)

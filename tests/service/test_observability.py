@@ -166,7 +166,7 @@ def test_direct_access_lines_are_json_in_order_and_none_is_lost(orchard_logging)
 
     def work(t):
         for i in range(3000):
-            recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 0.00125, i, f"rid-{t}-{i}".encode())
+            recorder.record(scope, "/v1/models/{model_id}/predict", 200 + t, 1_250_000, i, f"rid-{t}-{i}".encode())
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
     for th in threads:
@@ -204,14 +204,14 @@ def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(orchard_
     root.handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
     recorder = obs.RequestRecorder(None, True)
     scope = {"method": "GET", "path": "/x", "client": None}
-    recorder.record(scope, "/x", 200, 0.001, 1, b"direct-1")
+    recorder.record(scope, "/x", 200, 1_000_000, 1, b"direct-1")
     extra = Collect()
     root.addHandler(extra)  # noticed at once
-    recorder.record(scope, "/x", 200, 0.001, 1, b"both-2")
+    recorder.record(scope, "/x", 200, 1_000_000, 1, b"both-2")
     root.handlers[:] = [extra]  # replaced: the next tick turns the direct path off
     obs.refresh_access_sink()
     assert obs._direct is None
-    recorder.record(scope, "/x", 200, 0.001, 1, b"logging-3")
+    recorder.record(scope, "/x", 200, 1_000_000, 1, b"logging-3")
     handler.flush()
     direct = [orjson.loads(x)["request_id"] for x in path.read_bytes().splitlines()]
     assert direct == ["direct-1", "both-2"]  # the second through logging into Orchard's handler too
@@ -228,7 +228,7 @@ def test_queued_access_lines_are_written_by_the_flusher_tick(orchard_logging):
     logging.getLogger().handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
     handler.on_tick = obs._tick  # as configure_logging sets it
     recorder = obs.RequestRecorder(None, True)
-    recorder.record({"method": "GET", "path": "/health/live", "client": None}, "/health/live", 200, 0.0005, 2,
+    recorder.record({"method": "GET", "path": "/health/live", "client": None}, "/health/live", 200, 500_000, 2,
                     b"tick-1")
     assert not path.read_bytes()  # still queued
     deadline = time.monotonic() + 5
@@ -236,6 +236,50 @@ def test_queued_access_lines_are_written_by_the_flusher_tick(orchard_logging):
         time.sleep(0.01)
     d = orjson.loads(path.read_bytes())
     assert d["request_id"] == "tick-1" and d["client"] == "" and d["duration_ms"] == 0.5 and d["bytes"] == 2
+
+
+@pytest.mark.parametrize("orchard_logging", [3600], indirect=True)
+def test_access_lines_joined_from_reused_pieces_carry_each_requests_own_fields(orchard_logging, monkeypatch):
+    """Lines are joined from texts made once and reused (per route and status, millisecond, microsecond, size,
+    client): every field must still be the request's own, across cache misses, hits, evictions and limits."""
+    import time
+
+    obs, handler, _, path = orchard_logging
+    logging.getLogger().handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
+    monkeypatch.setattr(obs, "_TEXT_CACHE_MAX", 3)  # sizes and clients evicted during the test
+    for texts in (obs._SIZE_TEXT, obs._CLIENT_TEXT, obs._DURATION_TEXT):
+        texts.clear()
+    t0 = 1764070000 * 10**9  # ns since the epoch
+    stamps = [t0 + us * 1000 for us in (500, 900, 1_200, 1_999_600, 1_999_900, 2_000_100, 300, 86_400_250_000,
+                                         86_400_250_000)]
+    clock = iter(stamps)
+    monkeypatch.setattr(time, "time_ns", lambda: next(clock))
+    recorder = obs.RequestRecorder(None, True)  # binds time.time_ns (the fake) for its requests' timestamps
+    cases = [  # status, elapsed ns, bytes, client, expected duration_ms
+        (200, 1_000, 29, ("127.0.0.1", 1), 0.001),
+        (404, 499, 0, ("::1", 2), 0.0),
+        (200, 1_250_500, 29, None, 1.251),  # to the microsecond, half up
+        (200, 1_250_499, 7, ("127.0.0.1", 3), 1.25),
+        (500, 19_999_400, 8, ('a"b', 4), 19.999),  # the last duration text kept
+        (200, 20_000_000, 9, ("10.0.0.1", 5), 20.0),  # made each time
+        (200, 3_600_000_000_000, 29, ("127.0.0.1", 6), 3_600_000.0),
+        (200, 1_000, 29, ("127.0.0.1", 7), 0.001),  # all texts reused
+        (201, 1_000, 10, ("127.0.0.1", 8), 0.001),
+    ]
+    for i, (status, ns, nbytes, client, _) in enumerate(cases):
+        recorder.record({"method": "PUT", "path": f"/p/{i % 2}", "client": client}, "/p/{n}", status, ns, nbytes,
+                        f"r{i}".encode())
+    recorder.drain()
+    handler.flush()
+    docs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert len(docs) == len(cases)
+    for i, (d, (status, _, nbytes, client, ms), now) in enumerate(zip(docs, cases, stamps, strict=True)):
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now // 10**9)) + f".{now // 10**6 % 1000:03d}Z"
+        assert d == {"ts": ts, "level": "info", "logger": "orchard.access", "msg": f"PUT /p/{i % 2} {status}",
+                     "method": "PUT", "path": f"/p/{i % 2}", "route": "/p/{n}", "status": status,
+                     "duration_ms": ms, "bytes": nbytes, "client": client[0] if client else "", "request_id": f"r{i}"}
+        assert list(d) == ["ts", "level", "logger", "msg", "method", "path", "route", "status", "duration_ms",
+                           "bytes", "client", "request_id"]
 
 
 def test_metrics_only_recorder_counts_at_scrape_and_writes_no_line(tmp_path, capfd):
@@ -248,8 +292,8 @@ def test_metrics_only_recorder_counts_at_scrape_and_writes_no_line(tmp_path, cap
     metrics = obs.Metrics(not_started)
     recorder = obs.RequestRecorder(metrics, False)
     scope = {"method": "POST", "path": "/v1/models/m1/predict", "client": ("10.0.0.7", 1)}
-    for status, seconds in ((200, 0.0004), (200, 0.003), (422, 0.2)):
-        recorder.record(scope, "/v1/models/{model_id}/predict", status, seconds, 10, b"rid")
+    for status, ns in ((200, 500_000), (200, 3_000_000), (422, 200_000_000)):  # 0.5 ms: on the bucket's bound (le)
+        recorder.record(scope, "/v1/models/{model_id}/predict", status, ns, 10, b"rid")
     text = metrics.exposition().decode()
     fams = {(s.name, tuple(sorted(s.labels.items()))): s.value
             for f in text_string_to_metric_families(text) for s in f.samples}
@@ -259,5 +303,17 @@ def test_metrics_only_recorder_counts_at_scrape_and_writes_no_line(tmp_path, cap
     assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.0005"), *route))] == 1
     assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.005"), *route))] == 2
     assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.25"), *route))] == 3
-    assert fams[("orchard_http_request_duration_seconds_sum", route)] == pytest.approx(0.2034)
+    assert fams[("orchard_http_request_duration_seconds_sum", route)] == pytest.approx(0.2035)
+    for ns in (499_499, 500_500, 10_000_000_000, 40_000_000_000):  # one series (the batch's fast path)
+        recorder.record(scope, "/v1/models/{model_id}/predict", 200, ns, 10, b"rid")
+    text = metrics.exposition().decode()
+    fams = {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+    assert fams[("orchard_http_requests_total", (*route[:1], route[1], ("status", "200")))] == 6
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.0005"), *route))] == 2
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "0.001"), *route))] == 3
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "10.0"), *route))] == 6
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "30.0"), *route))] == 6
+    assert fams[("orchard_http_request_duration_seconds_bucket", (("le", "+Inf"), *route))] == 7
+    assert fams[("orchard_http_request_duration_seconds_sum", route)] == pytest.approx(50.2045)
     assert "orchard.access" not in capfd.readouterr().err
