@@ -576,15 +576,18 @@ def _kept(texts: dict, key, text: bytes, keep: bool = True) -> bytes:
     return text
 
 
-_SECOND: list = [-1, b""]  # the last second formatted, and its text
+_SECOND: tuple[int, bytes] = (-1, b"")  # the last second formatted and its text (replaced whole: recorders of
+# several apps may drain at once in two threads)
 
 
 def _timestamp_text(ms: int) -> bytes:
     """``{"ts":"<ISO time to the millisecond>`` of ``ms`` milliseconds since the epoch."""
+    global _SECOND
     sec, frac = divmod(ms, 1000)
-    if sec != _SECOND[0]:
-        _SECOND[:] = sec, b'{"ts":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
-    return _kept(_TIMESTAMP_TEXT, ms, b"%s.%03dZ" % (_SECOND[1], frac))
+    second = _SECOND
+    if second[0] != sec:
+        second = _SECOND = (sec, b'{"ts":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode())
+    return _kept(_TIMESTAMP_TEXT, ms, b"%s.%03dZ" % (second[1], frac))
 
 
 def _duration_text(us: int) -> bytes:
