@@ -90,6 +90,8 @@ class HistogramBuilder:
         self.n_cols = n_features * n_bins
         self.constant_hessian = constant_hessian
         self.XbT = XbT
+        # whether any row has a value in the last (missing-value) bin
+        self.has_missing = bool(n and n_features and XbT.max() == n_bins - 1)
         self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
         self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
         # rows as opaque F*4-byte items: ``take`` on this 1-D view is ~3x faster than take(axis=0)
@@ -358,36 +360,43 @@ class _SplitFinder:
     Left child = non-missing bins <= b (plus the missing bin if missing_left).
     """
 
-    def __init__(self, n_features, n_bins, invalid_bins, l2, min_samples_leaf, check_hessian):
+    def __init__(self, n_features, n_bins, invalid_bins, l2, min_samples_leaf, check_hessian,
+                 may_have_missing=True):
         shape = (2, n_features, n_bins)
-        self.gain, self.t1 = np.empty(shape), np.empty(shape)
-        self.bad, self.bad2 = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+        gain, t1 = np.empty(shape), np.empty(shape)
+        bad, bad2 = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+        # scratch views for k = 1 and k = 2 nodes, sliced once (per-call Python overhead is ~half of a call)
+        self._scratch = [None] + [(gain[:k], t1[:k], bad[:k], bad2[:k], gain[:k].reshape(k, -1))
+                                  for k in (1, 2)]
         self.n_bins = n_bins
         self.invalid_bins = invalid_bins
         self.l2 = l2
         self.min_samples_leaf = min_samples_leaf
         self.check_hessian = check_hessian
+        # False when no training row has a missing value: no node has any, so the missing-left
+        # direction and the per-feature missing counts are skipped
+        self.may_have_missing = may_have_missing
 
     def __call__(self, cum, G, H, C):
         """A list (one per node) of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or None."""
-        k, n_bins = cum.shape[0], self.n_bins
+        k = len(G)
         l2, msl = self.l2, self.min_samples_leaf
-        cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]  # (k, F) missing counts
         if k == 1:
             Gk, Hk, Cmax = G[0], H[0], C[0] - msl
         else:
-            Gk = np.array(G, dtype=np.float64).reshape(k, 1, 1)
-            Hk = np.array(H, dtype=np.float64).reshape(k, 1, 1)
-            Cmax = np.array(C, dtype=np.float64).reshape(k, 1, 1) - msl
+            Gk, Hk, Cmax = np.array((G, H, C), dtype=np.float64).reshape(3, k, 1, 1)
+            Cmax = Cmax - msl
         parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
         cands = [cum]
-        has_missing = [True] * k
-        if cm.any():
-            has_missing = cm.any(axis=1)
-            missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
-            cands.append(cum + missing[..., None])
-        gain, t1 = self.gain[:k], self.t1[:k]
-        bad, bad2 = self.bad[:k], self.bad2[:k]
+        cm = None  # (k, F) missing counts
+        has_missing = (False,) * k
+        if self.may_have_missing:
+            cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]
+            if cm.any():
+                has_missing = cm.any(axis=1)
+                missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
+                cands.append(cum + missing[..., None])
+        gain, t1, bad, bad2, flat = self._scratch[k]
         best = [None] * k
         with np.errstate(divide="ignore", invalid="ignore"):
             for direction, c in enumerate(cands):
@@ -396,10 +405,9 @@ class _SplitFinder:
                 np.greater(CL, Cmax, out=bad2)
                 bad |= bad2
                 np.subtract(Hk, HL, out=t1)  # H_R
-                if self.check_hessian:
-                    np.less(HL, _MIN_HESSIAN, out=bad2)
-                    bad |= bad2
-                    np.less(t1, _MIN_HESSIAN, out=bad2)
+                if self.check_hessian:  # min(H_L, H_R) < min_hessian_to_split
+                    np.minimum(HL, t1, out=gain)
+                    np.less(gain, _MIN_HESSIAN, out=bad2)
                     bad |= bad2
                 if self.invalid_bins is not None:
                     bad |= self.invalid_bins
@@ -415,7 +423,6 @@ class _SplitFinder:
                     t1 /= HL
                 gain += t1
                 np.copyto(gain, -np.inf, where=bad)
-                flat = gain.reshape(k, -1)
                 arg = flat.argmax(axis=1)
                 for i in range(k):
                     if direction == 1 and not has_missing[i]:
@@ -423,9 +430,9 @@ class _SplitFinder:
                     j = int(arg[i])
                     gk = flat[i, j] - parent[i]
                     if gk > 0 and (best[i] is None or gk > best[i][0]):
-                        f, b = divmod(j, n_bins)
+                        f, b = divmod(j, self.n_bins)
                         cl = CL[i, f, b]
-                        if direction == 0 and cm[i, f] == 0:
+                        if direction == 0 and (cm is None or cm[i, f] == 0):
                             # no missing values here: missing go to the child with more samples
                             miss_left = bool(cl >= C[i] - cl)
                         else:
@@ -543,7 +550,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
 
     n_features = XbT.shape[0]
     hist_shape = (3, n_features, missing_bin + 1)
-    finder = _SplitFinder(n_features, missing_bin + 1, invalid_bins, l2, min_samples_leaf, check_hessian)
+    finder = _SplitFinder(n_features, missing_bin + 1, invalid_bins, l2, min_samples_leaf, check_hessian,
+                          hist_builder.has_missing)
     pair = np.empty((2,) + hist_shape)  # scratch: cumulative histograms of the children of a split
     free: list = []  # histogram buffers of nodes that no longer need them
 

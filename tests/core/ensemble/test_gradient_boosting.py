@@ -532,3 +532,28 @@ def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():
     for a, b in zip(mapper.edges_, ref.edges_, strict=True):
         np.testing.assert_array_equal(a, b)
     assert (XbT[2] == mapper.missing_bin_).all() and (XbT[0][np.isnan(X[:, 0])] == mapper.missing_bin_).all()
+
+
+def test_split_finder_without_missing_values_skips_the_missing_direction_with_the_same_splits():
+    """_SplitFinder(may_have_missing=False), used when no training row is missing, gives the same splits."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    rng = np.random.default_rng(5)
+    F, n_bins = 4, 9
+    XbT = rng.integers(0, n_bins - 1, size=(F, 500)).astype(np.uint8)  # the last (missing) bin is empty
+    assert not tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=False).has_missing
+    XbT[2, ::7] = n_bins - 1
+    assert tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=False).has_missing
+    for k in (1, 2):
+        hist = rng.uniform(0.5, 2.0, size=(k, 3, F, n_bins))
+        hist[:, 0] -= 1.25  # gradients of both signs
+        hist[:, 2] = np.round(hist[:, 2] * 5)
+        hist[..., -1] = 0.0  # no missing values
+        cum = np.cumsum(hist, axis=-1)
+        G, H, C = (list(cum[:, j, 0, -1]) for j in range(3))
+        for l2, check_hessian in ((0.0, False), (1.0, True)):
+            args = (F, n_bins, None, l2, 2, check_hessian)
+            full = tree_mod._SplitFinder(*args)(cum, G, H, C)
+            fast = tree_mod._SplitFinder(*args, may_have_missing=False)(cum, G, H, C)
+            assert fast == full
+            assert any(s is not None for s in full)
