@@ -111,6 +111,7 @@ class HistogramBuilder:
         self.n = n
         self._Y = [None, None]  # accumulation buffers (the second for the other half of a large node)
         self._root_counts = None  # (F, n_bins) count histogram of all rows, computed on first use
+        self.hist_buffers: list = []  # free (2, 3, F, n_bins) buffers of grow_tree, reused across trees
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
@@ -491,7 +492,7 @@ def _best_categorical_split(hist, G, H, C, features, missing_bin, l2, min_sample
 
 
 class _Node:
-    __slots__ = ("id", "idx", "hist", "G", "H", "C", "depth", "split")  # hist: cumulative over bins
+    __slots__ = ("id", "idx", "hist", "buf", "G", "H", "C", "depth", "split")  # hist: cumulative over bins
 
     def __init__(self, id_, idx, G, H, C, depth):
         self.id = id_
@@ -500,7 +501,8 @@ class _Node:
         self.H = H
         self.C = C
         self.depth = depth
-        self.hist = None
+        self.hist = None  # a half of the pair buffer ``buf``
+        self.buf = None
         self.split = None
 
 
@@ -552,22 +554,47 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     hist_shape = (3, n_features, missing_bin + 1)
     finder = _SplitFinder(n_features, missing_bin + 1, invalid_bins, l2, min_samples_leaf, check_hessian,
                           hist_builder.has_missing)
-    pair = np.empty((2,) + hist_shape)  # scratch: cumulative histograms of the children of a split
-    free: list = []  # histogram buffers of nodes that no longer need them
+    # Cumulative histograms live in (2, 3, F, n_bins) pair buffers: the children of a split are computed
+    # into one, which the finder scores as is and whose halves the children then own (no copies).
+    # ``pairs``: id -> [buffer, holder of half 0, holder of half 1] for buffers held by a node.  Free
+    # buffers persist across trees (``hist_builder.hist_buffers``: no allocation nor page faults per tree).
+    free = hist_builder.hist_buffers
+    pairs: dict = {}
 
-    def keep(cum):
-        """A buffer owned by a pending leaf, holding a copy of ``cum``."""
-        buf = free.pop() if free else np.empty(hist_shape)
-        np.copyto(buf, cum)
-        return buf
+    def new_pair():
+        """A buffer with no holder.  Without a free one, two half-held buffers are consolidated (one
+        holder's histogram moves to the other's free half) before a new buffer is allocated, so the
+        buffers in use stay within one of the held halves (the memory of one buffer per histogram)."""
+        if free:
+            return free.pop()
+        singles = [e for e in pairs.values() if (e[1] is None) != (e[2] is None)]
+        if len(singles) < 2:
+            return np.empty((2,) + hist_shape)
+        (dst, *dst_h), (src, *src_h) = singles[0], singles[1]
+        node = src_h[0] if src_h[0] is not None else src_h[1]
+        d = 0 if dst_h[0] is None else 1
+        np.copyto(dst[d], node.hist)
+        del pairs[id(src)]
+        hold(node, dst, d)
+        return src
+
+    def hold(node, buf, i):
+        entry = pairs.setdefault(id(buf), [buf, None, None])
+        entry[1 + i] = node
+        node.hist, node.buf = buf[i], buf
 
     def release(node):
         if node.hist is not None:
-            free.append(node.hist)
-            node.hist = None
+            entry = pairs[id(node.buf)]
+            entry[1 if entry[1] is node else 2] = None
+            node.hist = node.buf = None
+            if entry[1] is None and entry[2] is None:
+                del pairs[id(entry[0])]
+                free.append(entry[0])
 
-    def consider(nodes_, cum):
-        """Score ``nodes_`` whose cumulative histograms are stacked in ``cum`` (scratch)."""
+    def consider(nodes_, buf, first):
+        """Score ``nodes_``, whose cumulative histograms are ``buf[first:first + len(nodes_)]``."""
+        cum = buf[first : first + len(nodes_)]
         splits = finder(cum, [nd.G for nd in nodes_], [nd.H for nd in nodes_], [nd.C for nd in nodes_])
         for i, (node, split) in enumerate(zip(nodes_, splits, strict=True)):
             if len(categorical):
@@ -576,13 +603,16 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
                                                 l2, min_samples_leaf, split)
             node.split = split
             if split is not None:
-                node.hist = keep(cum[i])
+                hold(node, buf, first + i)
                 heapq.heappush(heap, (-split[0], node.id, node))
+        if id(buf) not in pairs:
+            free.append(buf)
 
     if max_leaf_nodes is None or max_leaf_nodes > 1:
         if splittable(root):
-            _cumsum_bins(hist_builder.root_hist(pair[1]), out=pair[0])
-            consider([root], pair[:1])
+            buf = new_pair()
+            _cumsum_bins(hist_builder.root_hist(buf[1]), out=buf[0])
+            consider([root], buf, 0)
     n_leaves = 1
     while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
         _, _, node = heapq.heappop(heap)
@@ -615,20 +645,21 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
         if need_hist:
+            buf = new_pair()  # first: it may move the parent's histogram (consolidation)
             parent_hist = node.hist
             if parent_hist is None:  # never happens (see the pruning below); kept as a safe fallback
                 parent_hist = _cumsum_bins(hist_builder(node_idx))
             small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
             # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
-            _cumsum_bins(small_hist, out=pair[0], tmp=pair[1])
+            _cumsum_bins(small_hist, out=buf[0], tmp=buf[1])
             todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
             if todo[-1] == 1:
-                np.subtract(parent_hist, pair[0], out=pair[1])
+                np.subtract(parent_hist, buf[0], out=buf[1])
             release(node)
             if len(todo) == 2:
-                consider([small, large], pair)
+                consider([small, large], buf, 0)
             else:
-                consider([(small, large)[todo[0]]], pair[todo[0] : todo[0] + 1])
+                consider([(small, large)[todo[0]]], buf, todo[0])
             if max_leaf_nodes is not None and len(heap) > max_leaf_nodes - n_leaves:
                 # pops follow the heap order, so a pending leaf ranked below the number of splits
                 # left is never split: drop its histogram (bounds the memory held by histograms)
@@ -636,6 +667,7 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
                     release(nd)
         else:
             release(node)
+    free.extend(entry[0] for entry in pairs.values())  # pending leaves' buffers, for the next tree
     nodes = {
         "feature": feature,
         "bin": bins,

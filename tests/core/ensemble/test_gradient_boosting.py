@@ -557,3 +557,36 @@ def test_split_finder_without_missing_values_skips_the_missing_direction_with_th
             fast = tree_mod._SplitFinder(*args, may_have_missing=False)(cum, G, H, C)
             assert fast == full
             assert any(s is not None for s in full)
+
+
+
+def test_histogram_pair_buffers_consolidated_or_not_give_the_same_trees():
+    """grow_tree's pair buffers: the children own the halves (no copies); without a free buffer two
+    half-held ones are consolidated.  Trees match those grown with plenty of free buffers (no
+    consolidation), each buffer is returned once, and few are allocated."""
+    import core.ensemble._hist_gbm_tree as tree_mod
+
+    rng = np.random.default_rng(6)
+    n, F, missing_bin = 4_000, 6, 15
+    XbT = rng.integers(0, missing_bin + 1, size=(F, n)).astype(np.uint8)
+    gs = [rng.normal(size=n) for _ in range(3)]
+    hs = [rng.uniform(0.1, 1.0, size=n) for _ in range(3)]
+    kw = dict(constant_hessian=False, valid_bins=np.ones((F, missing_bin), dtype=bool), missing_bin=missing_bin,
+              learning_rate=0.1, l2=0.0, max_depth=None, min_samples_leaf=5)
+
+    def grow(n_seeded, max_leaf_nodes):
+        hb = tree_mod.HistogramBuilder(XbT, missing_bin + 1, constant_hessian=False)
+        hb.hist_buffers.extend(np.empty((2, 3, F, missing_bin + 1)) for _ in range(n_seeded))
+        trees = []
+        for g, h in zip(gs, hs, strict=True):  # buffers are reused from one tree to the next
+            hb.g[0], hb.h[0] = g, h
+            trees.append(tree_mod.grow_tree(hb, hb.g[0], hb.h[0], max_leaf_nodes=max_leaf_nodes, **kw)[0])
+        return trees, hb.hist_buffers
+
+    for max_leaf_nodes in (31, None):
+        trees, buffers = grow(0, max_leaf_nodes)
+        assert len({id(b) for b in buffers}) == len(buffers)  # no buffer returned twice
+        if max_leaf_nodes is not None:
+            assert len(buffers) <= max_leaf_nodes // 2 + 2
+        assert trees == grow(400, max_leaf_nodes)[0]
+        assert len(trees[0]["feature"]) > 40
