@@ -568,11 +568,11 @@ class _Texts(dict):
         return self.make(key)
 
 
-def _kept(texts: dict, key, text: bytes, keep: bool = True) -> bytes:
-    if keep:
-        if len(texts) >= _TEXT_CACHE_MAX:
-            texts.clear()
-        texts[key] = text
+def _kept(texts: dict, key, text: bytes, bounded: bool = True) -> bytes:
+    """Keep ``text`` for ``key``; a ``bounded`` kind is emptied first when it holds ``_TEXT_CACHE_MAX`` texts."""
+    if bounded and len(texts) >= _TEXT_CACHE_MAX:
+        texts.clear()
+    texts[key] = text
     return text
 
 
@@ -591,8 +591,10 @@ def _timestamp_text(ms: int) -> bytes:
 
 
 def _duration_text(us: int) -> bytes:
-    """``duration_ms`` to the microsecond (``0.031``); kept below 20 ms (slower requests are rarer)."""
-    return _kept(_DURATION_TEXT, us, b"%d.%03d" % divmod(us, 1000), us < 20_000)
+    """``duration_ms`` to the microsecond (``0.031``); kept below 20 ms (at most 20,000 texts, ~1 MB; slower
+    requests are rarer and made each time)."""
+    text = b"%d.%03d" % divmod(us, 1000)
+    return _kept(_DURATION_TEXT, us, text, False) if us < 20_000 else text
 
 
 def _size_text(nbytes: int) -> bytes:
