@@ -420,13 +420,12 @@ class RequestRecorder:
             "duration_ms": round(elapsed_ns / 1e6, 3), "bytes": nbytes, "client": client[0] if client else ""}})
 
     def _entry(self, key: tuple[str, str, str, int]) -> tuple:
-        """The entry of (method, path, route, status); kept for up to 4,096 keys (paths come from clients)."""
+        """The entry of (method, path, route, status), kept like the other texts (``_kept``: paths come from
+        clients, so at most ``_TEXT_CACHE_MAX`` keys)."""
         method, path, route, status = key
         entry = (_line_text(method, path, route, status), self.stats.entry(method, route) if self.stats else None,
                  status)
-        if len(self._entries) < 4096:
-            self._entries[key] = entry
-        return entry
+        return _kept(self._entries, key, entry)
 
     def drain(self) -> None:
         """Metrics and access lines of every queued request (any thread)."""
@@ -578,12 +577,13 @@ class _Texts(dict):
         return self.make(key)
 
 
-def _kept(texts: dict, key, text: bytes, bounded: bool = True) -> bytes:
-    """Keep ``text`` for ``key``; a ``bounded`` kind is emptied first when it holds ``_TEXT_CACHE_MAX`` texts."""
+def _kept(texts: dict, key, value, bounded: bool = True):
+    """Keep ``value`` (a text, or a route's entry) for ``key``; a ``bounded`` kind is emptied first when it
+    holds ``_TEXT_CACHE_MAX`` values."""
     if bounded and len(texts) >= _TEXT_CACHE_MAX:
         texts.clear()
-    texts[key] = text
-    return text
+    texts[key] = value
+    return value
 
 
 _SECOND: tuple[int, bytes] = (-1, b"")  # the last second formatted and its text (replaced whole: recorders of
