@@ -218,6 +218,34 @@ def test_access_lines_go_through_logging_once_the_setup_is_not_orchards(orchard_
     assert [orjson.loads(x)["request_id"] for x in seen] == ["both-2", "logging-3"]
 
 
+@pytest.mark.parametrize("orchard_logging", [3600], indirect=True)
+def test_lines_queued_before_the_setup_changed_go_through_logging_at_the_drain(orchard_logging):
+    """Lines queued while the setup was Orchard's, drained after it stopped being so, go through ``logging``
+    (in order, with their own fields) and are still counted."""
+    obs, handler, fmt, path = orchard_logging
+    seen = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(orjson.loads(fmt.format(record)))
+
+    root = logging.getLogger()
+    root.handlers[:] = [handler]  # without pytest's own handlers (added for the test's run)
+    metrics = obs.Metrics(lambda: None)
+    recorder = obs.RequestRecorder(metrics, True)
+    for i, ns in enumerate((1_250_500, 20_000_000)):
+        recorder.record({"method": "GET", "path": f"/q/{i}", "client": ("10.0.0.9", 1)}, "/q/{n}", 200, ns, 5,
+                        f"q{i}".encode())
+    root.handlers[:] = [Collect()]
+    obs.refresh_access_sink()  # the flusher's tick: the setup is no longer Orchard's
+    recorder.drain()
+    handler.flush()
+    assert not path.read_bytes()  # nothing went the direct way
+    assert [(d["request_id"], d["path"], d["duration_ms"], d["client"]) for d in seen] == [
+        ("q0", "/q/0", 1.251, "10.0.0.9"), ("q1", "/q/1", 20.0, "10.0.0.9")]
+    assert metrics.stats.series[("GET", "/q/{n}")][2] == {200: 2}
+
+
 @pytest.mark.parametrize("orchard_logging", [0.05], indirect=True)
 def test_queued_access_lines_are_written_by_the_flusher_tick(orchard_logging):
     """A request's line is queued (no formatting on the request path) and the flusher's next tick writes it,
