@@ -3,7 +3,7 @@
     python bench/boosting_floor.py [--rounds 3]
 
 Fits make_classification(50000, 20, n_informative=10) with max_iter=100, early_stopping=False (ours on
-one thread) with process-CPU timers around the parts of the fit, alternating with scikit-learn's
+one process: N_WORKERS = 1) with process-CPU timers around the parts of the fit, alternating with scikit-learn's
 HistGradientBoostingClassifier (default threads and one thread). Per round it prints ours' CPU time split
 into: the sparse histogram product (``csc_matvecs``, the compiled kernel), the row gathers feeding it,
 the partitions of node rows, cumulative sums, split scoring, and the rest (per-node Python, losses,
@@ -46,7 +46,7 @@ def timed(name, fn):
 
 def instrument():
     T._csc_matvecs = timed("kernel", T._csc_matvecs)
-    for name in ("_accumulate", "_accumulate_root", "_split_part"):
+    for name in ("accumulate", "root_part", "partition"):
         setattr(T.HistogramBuilder, name, timed(name, getattr(T.HistogramBuilder, name)))
     T._cumsum_bins = timed("cumsum", T._cumsum_bins)
     T._SplitFinder.__call__ = timed("scoring", T._SplitFinder.__call__)
@@ -58,7 +58,7 @@ def main():
     args = ap.parse_args()
     X, y = make_classification(50_000, 20, n_informative=10, random_state=0)
     kw = dict(max_iter=100, early_stopping=False, random_state=0)
-    T.N_THREADS = 1
+    T.N_WORKERS = 1
     instrument()
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -74,12 +74,11 @@ def main():
         t = clock()
         GradientBoostingClassifier(**kw).fit(X, y)
         total = clock() - t
-        hist = acc["_accumulate"] + acc["_accumulate_root"]
+        hist = acc["accumulate"] + acc["root_part"]
         p = {
             "kernel": acc["kernel"],
             "gathers": hist - acc["kernel"],
-            # _split_part contains the children's _accumulate (the root's histogram runs outside it)
-            "partition": acc["_split_part"] - acc["_accumulate"],
+            "partition": acc["partition"],
             "cumsum": acc["cumsum"],
             "scoring": acc["scoring"],
         }

@@ -17,11 +17,15 @@ from ..model_selection.split import train_test_split_indices
 from ..params import Bool, Choice, Float, Int, OneOf, Seed
 from ..random import check_random_state
 from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from . import _hist_gbm_tree
 from ._binning import BinMapper
 from ._hist_gbm_loss import AbsoluteError, weighted_median
 from ._hist_gbm_tree import HistogramBuilder, TreeEnsemble, grow_tree, predict_nodes_binned
 
 __all__ = ["HistGradientBoostingMixin", "COMMON_PARAMS"]
+
+# rows x trees below which a fit stays in one process (forking the worker costs a few milliseconds)
+_PARALLEL_MIN_WORK = 200_000
 
 COMMON_PARAMS = {
     "learning_rate": Float(0.1, gt=0.0, doc="Shrinkage applied to every leaf value."),
@@ -106,7 +110,9 @@ class HistGradientBoostingMixin:
         raw_va = np.tile(baseline, (len(y_va), 1)) if early else None
         constant_hessian = loss.constant_hessian and w_tr is None
         ensemble = TreeEnsemble(K, missing_bin)
-        hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K)
+        # two workers (a forked process for half of the rows) only where the fit is large enough to gain
+        n_workers = _hist_gbm_tree.N_WORKERS if n_tr * max(K, 1) * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
+        hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K, n_workers)
         g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
         is_abs = isinstance(loss, AbsoluteError)
         grow_kw = dict(
@@ -130,42 +136,43 @@ class HistGradientBoostingMixin:
             val_scores.append(-total_loss(y_va, raw_va, w_va))
         n_iter = 0
         max_iter = p["max_iter"]
-        for it in range(max_iter):
-            if K == 1:
-                loss.grad_hess(y_tr, raw[:, 0], w_tr, g[0], h[0])
-            else:
-                loss.grad_hess(y_tr, raw, w_tr, g, h)
-            for k in range(K):
-                hist_builder.use_output(k)
-                nodes, leaves = grow_tree(hist_builder, g[k], h[k], **grow_kw)
-                col = raw[:, k]
-                if is_abs:
-                    # absolute error: the Newton leaf value is only a direction;
-                    # re-set each leaf to the (weighted) median residual (as scikit-learn)
+        with hist_builder:
+            for it in range(max_iter):
+                if K == 1:
+                    loss.grad_hess(y_tr, raw[:, 0], w_tr, g[0], h[0])
+                else:
+                    loss.grad_hess(y_tr, raw, w_tr, g, h)
+                for k in range(K):
+                    hist_builder.use_output(k)
+                    nodes, leaves = grow_tree(hist_builder, g[k], h[k], **grow_kw)
+                    col = raw[:, k]
+                    if is_abs:
+                        # absolute error: the Newton leaf value is only a direction;
+                        # re-set each leaf to the (weighted) median residual (as scikit-learn)
+                        for node_id, idx in leaves:
+                            rows = slice(None) if idx is None else idx
+                            resid = y_tr[rows] - col[rows]
+                            ww = None if w_tr is None else w_tr[rows]
+                            nodes["value"][node_id] = p["learning_rate"] * weighted_median(resid, ww)
+                    values = nodes["value"]
                     for node_id, idx in leaves:
-                        rows = slice(None) if idx is None else idx
-                        resid = y_tr[rows] - col[rows]
-                        ww = None if w_tr is None else w_tr[rows]
-                        nodes["value"][node_id] = p["learning_rate"] * weighted_median(resid, ww)
-                values = nodes["value"]
-                for node_id, idx in leaves:
-                    if idx is None:
-                        col += values[node_id]
-                    else:
-                        col[idx] += values[node_id]
+                        if idx is None:
+                            col += values[node_id]
+                        else:
+                            col[idx] += values[node_id]
+                    if early:
+                        predict_nodes_binned(nodes, XvT, missing_bin, raw_va[:, k])
+                    ensemble.add(nodes, mapper.edges_, k)
+                n_iter = it + 1
+                metrics = {"iteration": n_iter}
                 if early:
-                    predict_nodes_binned(nodes, XvT, missing_bin, raw_va[:, k])
-                ensemble.add(nodes, mapper.edges_, k)
-            n_iter = it + 1
-            metrics = {"iteration": n_iter}
-            if early:
-                train_scores.append(-total_loss(y_tr, raw, w_tr))
-                val_scores.append(-total_loss(y_va, raw_va, w_va))
-                metrics["train_loss"] = -train_scores[-1]
-                metrics["validation_loss"] = -val_scores[-1]
-            ctx.step(n_iter, max_iter, **metrics)
-            if early and self._should_stop(val_scores, p["n_iter_no_change"], p["tol"]):
-                break
+                    train_scores.append(-total_loss(y_tr, raw, w_tr))
+                    val_scores.append(-total_loss(y_va, raw_va, w_va))
+                    metrics["train_loss"] = -train_scores[-1]
+                    metrics["validation_loss"] = -val_scores[-1]
+                ctx.step(n_iter, max_iter, **metrics)
+                if early and self._should_stop(val_scores, p["n_iter_no_change"], p["tol"]):
+                    break
         if n_iter < max_iter:
             ctx.step(max_iter, max_iter, iteration=n_iter, stopped_early=True)
         return {

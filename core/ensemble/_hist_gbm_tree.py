@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import heapq
 import os
-from concurrent.futures import ThreadPoolExecutor
+import sys
 
 import numpy as np
+
+from ._hist_gbm_worker import LEAVES, ROOT, SPLIT, RowWorker, SharedArrays
 
 __all__ = ["grow_tree", "TreeEnsemble", "HistogramBuilder"]
 
@@ -36,36 +38,30 @@ try:  # SciPy's compiled sparse (CSC) x dense kernel; private, hence the fallbac
 except ImportError:  # pragma: no cover
     _csc_matvecs = None
 
-_SPLIT_ROWS = 4096  # nodes with at least this many rows are processed in two halves (two threads)
+# Training sets of at least this many rows are cut in two row parts, histogrammed separately and summed;
+# with two workers the second part belongs to a forked worker process (_hist_gbm_worker).  The cut does
+# not depend on the number of workers, so one and two workers give bit-identical models.
+_TWO_PARTS_MIN_ROWS = 8192
+_CAN_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
-def _default_threads() -> int:
-    """``ORCHARD_HIST_THREADS`` (default 1), capped at 2, the CPUs the process may use and OMP_NUM_THREADS.
-
-    One thread by default: whole fits were not faster with the helper thread on a quiet 2-core machine and
-    slower (wall and CPU) on a loaded one (GIL hand-offs; docs/decisions/gradient-boosting.md)."""
+def _default_workers() -> int:
+    """Processes of one fit: ``ORCHARD_HIST_WORKERS`` when set, else 2 (capped by ``OMP_NUM_THREADS`` when
+    set, as scikit-learn's OpenMP threads are); at most 2 and the CPUs this process may use."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    caps = []
-    for var, default in (("ORCHARD_HIST_THREADS", "1"), ("OMP_NUM_THREADS", "2")):
-        try:
-            caps.append(int(os.environ.get(var, default)))
-        except ValueError:
-            caps.append(int(default))
-    return max(1, min(2, cpus, *caps))
+    n = 2
+    for var in ("ORCHARD_HIST_WORKERS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var)
+        if value is not None:
+            try:
+                n = int(value)
+            except ValueError:
+                n = 1
+            break
+    return max(1, min(2, cpus, n))
 
 
-N_THREADS = _default_threads()
-_POOL: tuple | None = None  # (pid, executor): a forked child must not reuse its parent's thread
-
-
-def _pool():
-    """The helper thread that processes one half of a large node (None when ``N_THREADS < 2``)."""
-    global _POOL
-    if N_THREADS < 2:
-        return None
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="orchard-hist"))
-    return _POOL[1]
+N_WORKERS = _default_workers()
 
 
 class HistogramBuilder:
@@ -81,41 +77,73 @@ class HistogramBuilder:
     the codes (about 2x faster than one ``np.bincount`` per feature and quantity).
     With a constant hessian (unit weights) ``q = 2`` and the hessian histogram is
     the count histogram.
+
+    Rows are in two parts, ``[0, n1)`` and ``[n1, n)`` (one part below
+    ``_TWO_PARTS_MIN_ROWS`` rows).  A node's rows are a pair ``(part 0 rows,
+    part 1 rows)`` of sorted index arrays (None: all rows of the part, at the
+    root).  Used as a context manager with ``n_workers=2``, a forked
+    ``RowWorker`` holds and processes part 1 while this process does part 0;
+    the node pairs then carry None for part 1.
     """
 
-    def __init__(self, XbT, n_bins, constant_hessian, n_outputs=1):
+    def __init__(self, XbT, n_bins, constant_hessian, n_outputs=1, n_workers=1):
         n_features, n = XbT.shape
         self.n_features = n_features
         self.n_bins = n_bins
         self.n_cols = n_features * n_bins
         self.constant_hessian = constant_hessian
         self.XbT = XbT
+        self.n = n
+        self.n1 = n // 2 if n >= _TWO_PARTS_MIN_ROWS else n
+        self.two_parts = self.n1 < n
         # whether any row has a value in the last (missing-value) bin
         self.has_missing = bool(n and n_features and XbT.max() == n_bins - 1)
         self.codes = np.ascontiguousarray(XbT.T, dtype=np.int32)
         self.codes += (np.arange(n_features, dtype=np.int32) * n_bins)[None, :]
         # rows as opaque F*4-byte items: ``take`` on this 1-D view is ~3x faster than take(axis=0)
         self._code_rows = self.codes.view(np.dtype((np.void, 4 * n_features))).reshape(-1)
-        self.q = 2 if constant_hessian else 3
+        self.q = q = 2 if constant_hessian else 3
+        use_worker = n_workers >= 2 and self.two_parts and _CAN_FORK and _csc_matvecs is not None
+        self.shared = None
+        if use_worker:  # what the worker process reads (gradients) and writes (its histogram, leaf rows)
+            self.shared = SharedArrays({"W": ((n_outputs, n, q), np.float64), "Y": ((self.n_cols, q), np.float64),
+                                        "rows": ((n - self.n1,), np.intp)})
+            self._W = self.shared.arrays["W"]
+        else:
+            self._W = np.empty((n_outputs, n, q))
         # per output: rows [g, h, 1] (or [g, 1]); ``g``/``h`` are views the loss writes into
-        self._W = np.empty((n_outputs, n, self.q))
         self._W[:, :, -1] = 1.0
         self.g = self._W[:, :, 0]
         # constant hessian: ``h`` aliases the ones column (those losses write h = 1 there)
         self.h = self._W[:, :, 1]
         self.W = self._W[0]
+        self._k = 0
         chunk = min(n, _CHUNK)
         self._ones = np.ones(chunk * n_features)
         self._indptr = np.arange(0, chunk * n_features + 1, n_features, dtype=np.int32)
         self._chunk = max(chunk, 1)
-        self.n = n
-        self._Y = [None, None]  # accumulation buffers (the second for the other half of a large node)
+        self._Y = [None, None]  # accumulation buffers (the second for part 1 without a worker)
         self._root_counts = None  # (F, n_bins) count histogram of all rows, computed on first use
         self.hist_buffers: list = []  # free (2, 3, F, n_bins) buffers of grow_tree, reused across trees
+        self._worker = None
+        self.worker_peak_traced = 0  # the worker's tracemalloc peak (bytes), when tracing at its start
+
+    def __enter__(self):
+        """Fork the worker that processes part 1 (when this builder was made for two workers)."""
+        if self.shared is not None and self._worker is None:
+            self._worker = RowWorker(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close(graceful=exc_type is None)
+            self.worker_peak_traced = worker.peak_traced
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
         self.W = self._W[k]
+        self._k = k
 
     def _zeroed(self, i):
         """Reused accumulation buffer ``i`` (0 or 1), zeroed: no allocation (nor page faults) per node."""
@@ -127,33 +155,17 @@ class HistogramBuilder:
         return Y
 
     def __call__(self, idx):
-        """(3, F, n_bins) float array (a view): sums of g, h and counts (``idx`` None = all rows)."""
-        codes, W = self.codes, self.W
-        m = len(codes) if idx is None else len(idx)
-        q, F = self.q, self.n_features
-        Y = np.zeros((self.n_cols, q))
+        """(3, F, n_bins) float array (a view): sums of g, h and counts of rows ``idx`` (None = all rows)."""
+        rows = np.arange(self.n) if idx is None else idx
+        Y = np.zeros((self.n_cols, self.q))
         if _csc_matvecs is None:  # private SciPy kernel unavailable (tested by monkeypatching)
-            if idx is not None:
-                codes, W = codes.take(idx, axis=0), W.take(idx, axis=0)
-            for f in range(F):
+            codes, W = self.codes.take(rows, axis=0), self.W.take(rows, axis=0)
+            for f in range(self.n_features):
                 c = codes[:, f]
-                for j in range(q):
+                for j in range(self.q):
                     Y[:, j] += np.bincount(c, weights=W[:, j], minlength=self.n_cols)
-        elif m < _SPLIT_ROWS:
-            self._accumulate(idx, 0, m, Y.reshape(-1))
         else:
-            # two halves summed: the same arithmetic whether or not a second thread runs one half
-            mid = m // 2
-            Y2 = np.zeros_like(Y)
-            pool = _pool()
-            if pool is None:
-                self._accumulate(idx, mid, m, Y2.reshape(-1))
-            else:
-                job = pool.submit(self._accumulate, idx, mid, m, Y2.reshape(-1))
-            self._accumulate(idx, 0, mid, Y.reshape(-1))
-            if pool is not None:
-                job.result()
-            Y += Y2
+            self.accumulate(rows, Y)
         return self._as_hist(Y)
 
     def root_hist(self, out):
@@ -170,31 +182,33 @@ class HistogramBuilder:
             self._root_counts = np.stack([np.bincount(self.XbT[f], minlength=B) for f in range(F)]).astype(
                 np.float64)
         r = q - 1
-        # the first n_cols * r entries of the accumulation buffers, as (n_cols, r) arrays
-        Y = self._zeroed(0).reshape(-1)[: self.n_cols * r].reshape(self.n_cols, r)
-        if self.n < _SPLIT_ROWS:
-            self._accumulate_root(0, self.n, Y)
-        else:  # two halves summed, as in __call__
-            mid = self.n // 2
-            Y2 = self._zeroed(1).reshape(-1)[: self.n_cols * r].reshape(self.n_cols, r)
-            pool = _pool()
-            if pool is None:
-                self._accumulate_root(mid, self.n, Y2)
-            else:
-                job = pool.submit(self._accumulate_root, mid, self.n, Y2)
-            self._accumulate_root(0, mid, Y)
-            if pool is not None:
-                job.result()
-            Y += Y2
+        worker = self._worker
+        if worker is not None:
+            worker.send(ROOT, output=self._k)
+        Y = self.root_part(0, self._zeroed(0))
+        if worker is not None:
+            worker.wait()
+            Y += self.root_part_view(self.shared.arrays["Y"])
+        elif self.two_parts:
+            Y += self.root_part(1, self._zeroed(1))
         Yt = Y.reshape(F, B, r)
         np.copyto(out[0], Yt[:, :, 0])
         np.copyto(out[1], Yt[:, :, 1] if r == 2 else self._root_counts)
         np.copyto(out[2], self._root_counts)
         return out
 
-    def _accumulate_root(self, start, stop, Y):
-        """Add the first q - 1 quantities of rows ``start:stop`` (all rows' codes, no gather) into ``Y``."""
+    def root_part_view(self, Y):
+        """The first ``n_cols * (q - 1)`` entries of an accumulation buffer, as an (n_cols, q - 1) array."""
+        r = self.q - 1
+        return Y.reshape(-1)[: self.n_cols * r].reshape(self.n_cols, r)
+
+    def root_part(self, part, Y):
+        """Sums of the first q - 1 quantities over all rows of ``part`` (no gather), written into the zeroed
+        start of the accumulation buffer ``Y``; returns that (n_cols, q - 1) view."""
         codes, F, r = self.codes, self.n_features, self.q - 1
+        Y = self.root_part_view(Y)
+        Y.fill(0.0)
+        start, stop = (0, self.n1) if part == 0 else (self.n1, self.n)
         w = np.empty((self._chunk, r))
         for s in range(start, stop, self._chunk):
             e = min(stop, s + self._chunk)
@@ -203,6 +217,7 @@ class HistogramBuilder:
                 np.copyto(w[:k, j], self.W[s:e, j])
             _csc_matvecs(self.n_cols, k, r, self._indptr[: k + 1], codes[s:e].reshape(-1),
                          self._ones[: k * F], w[:k].reshape(-1), Y.reshape(-1))
+        return Y
 
     def _as_hist(self, Y):
         Yt = Y.reshape(self.n_features, self.n_bins, self.q)
@@ -210,100 +225,107 @@ class HistogramBuilder:
             Yt = Yt[:, :, [0, 1, 1]]  # hessian histogram = count histogram
         return Yt.transpose(2, 0, 1)  # (3, F, n_bins) view
 
-    def split(self, idx, f, b, missing_left, cat_set, missing_bin, n_left, hist_side):
+    def split(self, parts, ids, f, b, missing_left, cat_set, n_left, hist_side):
         """Partition a node's rows on feature ``f`` and histogram one child.
 
-        ``idx``: the node's rows (None = all rows).  Left: bin <= b (and the missing
-        bin if ``missing_left``), or bin in ``cat_set`` for a categorical split.
-        ``n_left`` is the left child's row count (known from the histogram counts).
-        Returns ``(idx_left, idx_right, hist)`` with the (3, F, n_bins) histogram of
-        child ``hist_side`` (0: left, 1: right; None: no histogram), a view of an
-        internal buffer that is valid until the next ``split`` or ``root_hist`` call.
-
-        Nodes with >= ``_SPLIT_ROWS`` rows are processed in two halves (the second on
-        the helper thread): each half partitions its rows and histograms its share of
-        the child.  The first half writes its rows at the front of the preallocated
-        child arrays, the second at the back, so the children are exactly those of a
-        sequential stable partition (and the arithmetic does not depend on threads).
+        ``parts``: the node's rows (see the class docstring); ``ids``: the node's and its
+        children's ids (node, left, right), which the worker keys its rows by.  Left: bin
+        <= b (and the missing bin if ``missing_left``), or bin in ``cat_set`` for a
+        categorical split.  ``n_left`` is the left child's row count (known from the
+        histogram counts; checked).  Returns ``(parts_left, parts_right, hist)`` with the
+        (3, F, n_bins) histogram of child ``hist_side`` (0: left, 1: right; None: no
+        histogram), a view of an internal buffer valid until the next ``split`` or
+        ``root_hist`` call.  Each part is partitioned and histogrammed on its own and the
+        parts' histograms are summed (part 1 by the worker, if there is one, meanwhile).
         """
-        m = self.n if idx is None else len(idx)
-        idx_l = np.empty(n_left, dtype=np.intp)
-        idx_r = np.empty(m - n_left, dtype=np.intp)
-        args = (f, b, missing_left, cat_set, missing_bin, idx_l, idx_r)
         with_hist = hist_side is not None and _csc_matvecs is not None
-        Y = self._zeroed(0) if with_hist else None
-        if m < _SPLIT_ROWS:
-            n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y)
-        else:
-            mid = m // 2
-            Y2 = self._zeroed(1) if with_hist else None
-            pool = _pool()
-            if pool is None:  # one pass partitions the node; the child is histogrammed in the same halves
-                n_l = self._split_part(idx, 0, m, *args, True, hist_side, Y, Y2, mid)
-            else:
-                job = pool.submit(self._split_part, idx, mid, m, *args, False, hist_side, Y2)
-                n_l = self._split_part(idx, 0, mid, *args, True, hist_side, Y)
-                n_l += job.result()
+        worker = self._worker
+        if worker is not None:
+            worker.send(SPLIT, *ids, f, b, missing_left, hist_side if with_hist else -1, self._k, cat_set)
+        l0, r0 = self.partition(parts[0], 0, f, b, missing_left, cat_set)
+        Y = None
+        if with_hist:
+            Y = self._zeroed(0)
+            self.accumulate((l0, r0)[hist_side], Y)
+        l1 = r1 = None
+        n_l = len(l0)
+        if worker is not None:
+            n_l += worker.wait()
             if with_hist:
-                Y += Y2
+                Y += self.shared.arrays["Y"]
+        elif self.two_parts:
+            l1, r1 = self.partition(parts[1], 1, f, b, missing_left, cat_set)
+            n_l += len(l1)
+            if with_hist:
+                Y1 = self._zeroed(1)
+                self.accumulate((l1, r1)[hist_side], Y1)
+                Y += Y1
         if n_l != n_left:  # pragma: no cover - the counts come from the same bins
             raise RuntimeError(f"partition sent {n_l} rows left, the histogram counted {n_left}")
+        left, right = (l0, l1), (r0, r1)
         if hist_side is None:
-            return idx_l, idx_r, None
+            return left, right, None
         if not with_hist:  # np.bincount fallback
-            return idx_l, idx_r, self((idx_l, idx_r)[hist_side])
-        return idx_l, idx_r, self._as_hist(Y)
+            return left, right, self(self.rows_of((left, right)[hist_side]))
+        return left, right, self._as_hist(Y)
 
-    def _split_part(self, idx, start, stop, f, b, missing_left, cat_set, missing_bin, idx_l, idx_r,
-                    front, hist_side, Y, Y2=None, mid=None):
-        """Partition rows ``start:stop`` of the node into the front (or back) of ``idx_l``/``idx_r``;
-        add one side's histogram to ``Y`` (with ``Y2``: the side's rows from node rows ``mid:`` to ``Y2``)."""
-        if idx is None:  # the root: rows start..stop-1
+    def partition(self, rows, part, f, b, missing_left, cat_set):
+        """Stable partition of one part's rows of a node (None: all rows of the part) -> (left, right)."""
+        if rows is None:  # the root: all rows of the part
+            start, stop = (0, self.n1) if part == 0 else (self.n1, self.n)
             rows = np.arange(start, stop)
             col = self.XbT[f, start:stop]
         else:
-            rows = idx[start:stop]
             col = self.XbT[f].take(rows)
         if cat_set is not None:
             go = cat_set[col]
         else:
             go = col <= b
             if missing_left:
-                go |= col == missing_bin
+                go |= col == self.n_bins - 1
         n_l = int(np.count_nonzero(go))
-        n_r = len(rows) - n_l
-        if Y2 is not None:  # rows of the histogrammed side within the first half
-            p = int(np.count_nonzero(go[: mid - start]))
-            p = p if hist_side == 0 else mid - start - p
-        out_l = idx_l[:n_l] if front else idx_l[len(idx_l) - n_l:]
-        out_r = idx_r[:n_r] if front else idx_r[len(idx_r) - n_r:]
+        idx_l = np.empty(n_l, dtype=np.intp)
+        idx_r = np.empty(len(rows) - n_l, dtype=np.intp)
         # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result)
-        np.compress(go, rows, out=out_l)
-        np.compress(np.logical_not(go, out=go), rows, out=out_r)
-        if Y is not None:
-            part = (out_l, out_r)[hist_side]
-            if Y2 is None:
-                self._accumulate(part, 0, len(part), Y.reshape(-1))
-            else:
-                self._accumulate(part, 0, p, Y.reshape(-1))
-                self._accumulate(part, p, len(part), Y2.reshape(-1))
-        return n_l
+        np.compress(go, rows, out=idx_l)
+        np.compress(np.logical_not(go, out=go), rows, out=idx_r)
+        return idx_l, idx_r
 
-    def _accumulate(self, idx, start, stop, Yv):
-        """Add rows ``start:stop`` of the node (``idx`` None = all rows) into the flat histogram ``Yv``.
-
-        Gathers and ``csc_matvecs`` release the GIL, so two halves can run in two threads."""
-        codes, W, F, q = self.codes, self.W, self.n_features, self.q
-        for s in range(start, stop, self._chunk):
-            e = min(stop, s + self._chunk)
-            k = e - s
-            if idx is None:
-                c, w = codes[s:e], W[s:e]
-            else:  # gather chunk by chunk: small temporaries
-                rows = idx[s:e]
-                c, w = self._code_rows.take(rows).view(np.int32), W.take(rows, axis=0)
+    def accumulate(self, rows, Y):
+        """Add the histogram of rows ``rows`` (an index array) into the (n_cols, q) buffer ``Y``, by chunks."""
+        W, F, q, Yv = self.W, self.n_features, self.q, Y.reshape(-1)
+        for s in range(0, len(rows), self._chunk):
+            chunk = rows[s : s + self._chunk]  # gather chunk by chunk: small temporaries
+            k = len(chunk)
+            c, w = self._code_rows.take(chunk).view(np.int32), W.take(chunk, axis=0)
             _csc_matvecs(self.n_cols, k, q, self._indptr[: k + 1], c.reshape(-1),
                          self._ones[: k * F], w.reshape(-1), Yv)
+
+    def rows_of(self, parts):
+        """All rows of a node (None: every row), from its parts (this process's parts only)."""
+        p0, p1 = parts
+        if p0 is None:
+            return None
+        return p0 if p1 is None else np.concatenate((p0, p1))
+
+    def leaf_rows(self, leaves):
+        """``[(id, rows)]`` for ``leaves`` ``[(id, parts, count)]`` (rows None: every row), a worker's parts
+        included.  Ends the worker's tree: it drops its rows."""
+        if len(leaves) == 1 and leaves[0][1][0] is None:  # the root alone
+            return [(leaves[0][0], None)]
+        if self._worker is None:
+            return [(i, self.rows_of(parts)) for i, parts, _ in leaves]
+        self._worker.send(LEAVES)
+        total = self._worker.wait()
+        theirs = self.shared.arrays["rows"]
+        out, pos = [], 0
+        for i, (p0, _), count in sorted(leaves, key=lambda leaf: leaf[0]):
+            m = count - len(p0)  # the worker's rows of this leaf, in its ascending-id order
+            out.append((i, np.concatenate((p0, theirs[pos : pos + m]))))
+            pos += m
+        if pos != total:  # pragma: no cover - both count the same rows
+            raise RuntimeError(f"the worker holds {total} leaf rows, the leaf counts say {pos}")
+        return out
 
 
 _BLOCK = 16
@@ -492,7 +514,8 @@ def _best_categorical_split(hist, G, H, C, features, missing_bin, l2, min_sample
 
 
 class _Node:
-    __slots__ = ("id", "idx", "hist", "buf", "G", "H", "C", "depth", "split")  # hist: cumulative over bins
+    # idx: the rows as (part 0, part 1) index arrays (HistogramBuilder); hist: cumulative over bins
+    __slots__ = ("id", "idx", "hist", "buf", "G", "H", "C", "depth", "split")
 
     def __init__(self, id_, idx, G, H, C, depth):
         self.id = id_
@@ -533,7 +556,7 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         G = float(g.sum())
     if H is None:
         H = float(n) if constant_hessian else float(h.sum())
-    root = new_node(None, G, H, n, 0)
+    root = new_node((None, None), G, H, n, 0)
     leaves: dict[int, _Node] = {root.id: root}
     heap: list = []
 
@@ -624,8 +647,9 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         need_hist = not last and (max_depth is None or node.depth + 1 < max_depth) and (
             max(CL, c_r) >= 2 * min_samples_leaf)
         small_side = 0 if CL <= c_r else 1
+        ids = (node.id, len(feature), len(feature) + 1)  # the children's ids (new_node below)
         idx_l, idx_r, small_hist = hist_builder.split(
-            node.idx, f, b, mleft, cat_set, missing_bin, CL, small_side if need_hist else None)
+            node.idx, ids, f, b, mleft, cat_set, CL, small_side if need_hist else None)
         if constant_hessian:
             HL = float(CL)
         lnode = new_node(idx_l, GL, HL, CL, node.depth + 1)
@@ -641,14 +665,14 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         leaves[lnode.id] = lnode
         leaves[rnode.id] = rnode
         n_leaves += 1
-        node_idx, node.idx, node.split = node.idx, None, None
+        node.idx = node.split = None
         if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
             break
         if need_hist:
             buf = new_pair()  # first: it may move the parent's histogram (consolidation)
             parent_hist = node.hist
-            if parent_hist is None:  # never happens (see the pruning below); kept as a safe fallback
-                parent_hist = _cumsum_bins(hist_builder(node_idx))
+            if parent_hist is None:  # pragma: no cover - popped nodes always hold one (see the pruning below)
+                raise RuntimeError(f"node {node.id} was split without its histogram")
             small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
             # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
             _cumsum_bins(small_hist, out=buf[0], tmp=buf[1])
@@ -677,7 +701,7 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         "value": value,
         "cats": cats,
     }
-    return nodes, [(nd.id, nd.idx) for nd in leaves.values()]
+    return nodes, hist_builder.leaf_rows([(nd.id, nd.idx, nd.C) for nd in leaves.values()])
 
 
 class TreeEnsemble:

@@ -417,100 +417,107 @@ def test_histograms_without_scipys_private_kernel_give_the_same_model(monkeypatc
     np.testing.assert_allclose(slow.predict_proba(X), fast.predict_proba(X), rtol=1e-9, atol=1e-12)
 
 
-def test_histograms_in_two_halves_match_a_direct_count(monkeypatch):
-    """Large nodes are histogrammed in two halves (one per thread); sums equal np.bincount's."""
+def _direct_hist(XbT, g, h, rows, n_bins):
+    """(3, F, n_bins) sums of g, h and counts of ``rows`` by np.bincount, the reference."""
+    return np.stack([np.stack([np.bincount(XbT[f, rows], w, n_bins) for f in range(len(XbT))])
+                     for w in (g[rows], h[rows], None)])
+
+
+def test_histograms_match_a_direct_count():
     import core.ensemble._hist_gbm_tree as tree_mod
 
     rng = np.random.default_rng(1)
     n, F, n_bins = 10_000, 4, 8
     XbT = rng.integers(0, n_bins, size=(F, n)).astype(np.uint8)
     idx = np.sort(rng.choice(n, 9_000, replace=False))
-    for n_threads in (1, 2):
-        monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
-        hb = tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=False)
-        hb.g[0] = rng.normal(size=n)
-        hb.h[0] = rng.uniform(0.1, 1.0, size=n)
-        for rows in (None, idx, idx[:100]):
-            r = np.arange(n) if rows is None else rows
-            hist = hb(rows)
-            for f in range(F):
-                b = XbT[f, r]
-                np.testing.assert_allclose(hist[0, f], np.bincount(b, hb.g[0, r], n_bins), rtol=1e-12, atol=1e-9)
-                np.testing.assert_allclose(hist[1, f], np.bincount(b, hb.h[0, r], n_bins), rtol=1e-12, atol=1e-9)
-                np.testing.assert_array_equal(hist[2, f], np.bincount(b, minlength=n_bins))
+    hb = tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=False)
+    hb.g[0] = rng.normal(size=n)
+    hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+    for rows in (None, idx, idx[:100]):
+        r = np.arange(n) if rows is None else rows
+        ref = _direct_hist(XbT, hb.g[0], hb.h[0], r, n_bins)
+        np.testing.assert_allclose(hb(rows), ref, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize("constant_hessian", [False, True])
-@pytest.mark.parametrize("n_threads", [1, 2])
-def test_root_histogram_with_cached_counts_matches_a_direct_count(monkeypatch, constant_hessian, n_threads):
-    """HistogramBuilder.root_hist: the sparse product carries g (and h) only; counts are cached."""
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_root_histogram_with_cached_counts_matches_a_direct_count(constant_hessian, n_workers):
+    """HistogramBuilder.root_hist: the sparse product carries g (and h) only; counts are cached; with two
+    workers the forked process sums the second row part."""
     import core.ensemble._hist_gbm_tree as tree_mod
 
-    monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
     rng = np.random.default_rng(3)
-    n, F, n_bins = 9_000, 3, 7
+    n, F, n_bins = 9_000, 3, 7  # >= _TWO_PARTS_MIN_ROWS: two row parts
     XbT = rng.integers(0, n_bins, size=(F, n)).astype(np.uint8)
-    hb = tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian=constant_hessian)
-    for _ in range(2):  # the second call reuses the cached counts with new gradients
-        hb.g[0] = rng.normal(size=n)
-        if not constant_hessian:
-            hb.h[0] = rng.uniform(0.1, 1.0, size=n)
-        hist = hb.root_hist(np.empty((3, F, n_bins)))
-        for f in range(F):
-            counts = np.bincount(XbT[f], minlength=n_bins)
-            np.testing.assert_allclose(hist[0, f], np.bincount(XbT[f], hb.g[0], n_bins), rtol=1e-12, atol=1e-9)
-            hess = counts if constant_hessian else np.bincount(XbT[f], hb.h[0], n_bins)
-            np.testing.assert_allclose(hist[1, f], hess, rtol=1e-12, atol=1e-9)
-            np.testing.assert_array_equal(hist[2, f], counts)
+    with tree_mod.HistogramBuilder(XbT, n_bins, constant_hessian, n_workers=n_workers) as hb:
+        assert hb.two_parts and (hb._worker is not None) == (n_workers == 2)
+        for _ in range(2):  # the second call reuses the cached counts with new gradients
+            hb.g[0] = rng.normal(size=n)
+            if not constant_hessian:
+                hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+            hist = hb.root_hist(np.empty((3, F, n_bins)))
+            h = np.ones(n) if constant_hessian else hb.h[0]
+            ref = _direct_hist(XbT, hb.g[0], h, np.arange(n), n_bins)
+            np.testing.assert_allclose(hist, ref, rtol=1e-12, atol=1e-9)
 
 
-def test_one_or_two_histogram_threads_give_the_same_model(monkeypatch):
+def _grow_by_hand(XbT, g, h, missing_bin, n_workers, cat_set):
+    """Two trees of three splits each (the root, its left child, then that child's right child on a
+    categorical rule), histogramming one side each time; the histograms and every leaf's rows."""
     import core.ensemble._hist_gbm_tree as tree_mod
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(9_000, 6))
-    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
-    probas = []
-    for n_threads in (2, 1):
-        monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
-        m = GradientBoostingClassifier(max_iter=10, random_state=0, early_stopping=False).fit(X, y)
-        probas.append(m.predict_proba(X))
-    np.testing.assert_array_equal(probas[0], probas[1])
+    out = []
+    n = XbT.shape[1]
+    with tree_mod.HistogramBuilder(XbT, missing_bin + 1, constant_hessian=False, n_workers=n_workers) as hb:
+        assert (hb._worker is not None) == (n_workers == 2)
+        hb.g[0], hb.h[0] = g, h
+        for _ in range(2):  # the worker drops its rows at the end of each tree
+            go = (XbT[1] <= 2) | (XbT[1] == missing_bin)
+            left, right, hist = hb.split((None, None), (0, 1, 2), 1, 2, True, None, int(go.sum()), 0)
+            out.append(hist.copy())
+            rows1 = np.flatnonzero(go)
+            go1 = XbT[0, rows1] <= 4
+            ll, lr, hist = hb.split(left, (1, 3, 4), 0, 4, False, None, int(go1.sum()), 1)
+            out.append(hist.copy())
+            rows4 = rows1[~go1]
+            go4 = cat_set[XbT[2, rows4]]
+            a, b, hist = hb.split(lr, (4, 5, 6), 2, 0, False, cat_set, int(go4.sum()), None)
+            assert hist is None
+            out.append(hb.leaf_rows([(2, right, n - len(rows1)), (3, ll, int(go1.sum())),
+                                     (5, a, int(go4.sum())), (6, b, len(rows4) - int(go4.sum()))]))
+        assert hb.leaf_rows([(0, (None, None), n)]) == [(0, None)]  # a tree that never split
+    return out
 
 
-@pytest.mark.parametrize("n_threads", [1, 2])
-def test_split_partitions_rows_and_histograms_one_child(monkeypatch, n_threads):
-    """HistogramBuilder.split: stable partition (both halves of a large node) and the child's histogram."""
-    import core.ensemble._hist_gbm_tree as tree_mod
-
-    monkeypatch.setattr(tree_mod, "N_THREADS", n_threads)
+def test_split_partitions_rows_and_histograms_one_child_with_one_or_two_workers():
+    """HistogramBuilder.split / leaf_rows: stable partitions of both row parts (the second one in the forked
+    worker with two workers), the chosen child's histogram, and every leaf's rows in ascending order; the
+    histograms of both modes are bit-identical."""
     rng = np.random.default_rng(2)
     n, F, missing_bin = 12_000, 3, 6
     XbT = rng.integers(0, missing_bin + 1, size=(F, n)).astype(np.uint8)
-    hb = tree_mod.HistogramBuilder(XbT, missing_bin + 1, constant_hessian=False)
-    hb.g[0] = rng.normal(size=n)
-    hb.h[0] = rng.uniform(0.1, 1.0, size=n)
+    g, h = rng.normal(size=n), rng.uniform(0.1, 1.0, size=n)
     cat_set = np.array([True, False, False, True, False, True, True])
-    for idx in (None, np.sort(rng.choice(n, 9_000, replace=False)), np.arange(0, n, 7)):
-        rows = np.arange(n) if idx is None else idx
-        col = XbT[1, rows]
-        for b, mleft, cats in ((2, False, None), (3, True, None), (0, False, cat_set)):
-            go = cats[col] if cats is not None else (col <= b) | (mleft & (col == missing_bin))
-            for side in (None, 0, 1):
-                idx_l, idx_r, hist = hb.split(idx, 1, b, mleft, cats, missing_bin, int(go.sum()), side)
-                np.testing.assert_array_equal(idx_l, rows[go])
-                np.testing.assert_array_equal(idx_r, rows[~go])
-                if side is None:
-                    assert hist is None
-                    continue
-                child = (idx_l, idx_r)[side]
-                for f in range(F):
-                    bins_ = XbT[f, child]
-                    np.testing.assert_allclose(hist[0, f], np.bincount(bins_, hb.g[0, child], missing_bin + 1),
-                                               rtol=1e-12, atol=1e-9)
-                    np.testing.assert_allclose(hist[1, f], np.bincount(bins_, hb.h[0, child], missing_bin + 1),
-                                               rtol=1e-12, atol=1e-9)
-                    np.testing.assert_array_equal(hist[2, f], np.bincount(bins_, minlength=missing_bin + 1))
+    one = _grow_by_hand(XbT, g, h, missing_bin, 1, cat_set)
+    two = _grow_by_hand(XbT, g, h, missing_bin, 2, cat_set)
+    rows1 = np.flatnonzero((XbT[1] <= 2) | (XbT[1] == missing_bin))
+    rows3 = rows1[XbT[0, rows1] <= 4]
+    rows4 = rows1[XbT[0, rows1] > 4]
+    expected = {2: np.setdiff1d(np.arange(n), rows1), 3: rows3, 5: rows4[cat_set[XbT[2, rows4]]],
+                6: rows4[~cat_set[XbT[2, rows4]]]}
+    for out in (one, two):
+        for t in range(2):
+            hist_left, hist_right, leaves = out[3 * t : 3 * t + 3]
+            np.testing.assert_allclose(hist_left, _direct_hist(XbT, g, h, rows1, missing_bin + 1), rtol=1e-12,
+                                       atol=1e-9)
+            np.testing.assert_allclose(hist_right, _direct_hist(XbT, g, h, rows4, missing_bin + 1), rtol=1e-12,
+                                       atol=1e-9)
+            assert sorted(i for i, _ in leaves) == [2, 3, 5, 6]
+            for i, rows in leaves:
+                np.testing.assert_array_equal(rows, expected[i])
+    for a, b in zip(one, two, strict=True):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():

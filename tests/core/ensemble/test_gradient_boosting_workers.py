@@ -1,0 +1,201 @@
+"""Histogram gradient boosting on two processes (``_hist_gbm_worker``): the same models as on one, and
+clean ends when the worker, the fit or the fitting process stops."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import core.ensemble._hist_gbm_tree as tree_mod
+import core.ensemble._hist_gbm_worker as worker_mod
+from core.context import FitCancelled, FitContext
+from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
+from core.ensemble.gradient_boosting_regressor import GradientBoostingRegressor
+
+pytestmark = pytest.mark.skipif(not tree_mod._CAN_FORK, reason="the worker process needs os.fork (Linux)")
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """Pids of the workers forked while the test runs."""
+    pids = []
+    init = worker_mod.RowWorker.__init__
+
+    def counting_init(self, hb):
+        init(self, hb)
+        pids.append(self.pid)
+
+    monkeypatch.setattr(worker_mod.RowWorker, "__init__", counting_init)
+    return pids
+
+
+def _gone(pid):
+    """The process ended and was reaped (by us: waitpid has nothing left to wait for)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _data(n=10_000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    X[rng.random(n) < 0.05, 1] = np.nan
+    X[:, 5] = rng.integers(0, 7, n)  # a categorical feature
+    return X, rng
+
+
+CASES = {
+    "binary": lambda X, rng: (GradientBoostingClassifier(max_iter=25, early_stopping=False, random_state=0),
+                              (X[:, 0] + X[:, 2] * X[:, 3] > 0).astype(int), {}),
+    "multiclass, categorical, early stopping": lambda X, rng: (
+        GradientBoostingClassifier(max_iter=25, early_stopping=True, n_iter_no_change=3, random_state=0),
+        np.digitize(X[:, 0] + (X[:, 5] % 3), [0.0, 1.5]), {"categorical_features": [5]}),
+    "regression, sample weights, unlimited leaves": lambda X, rng: (
+        GradientBoostingRegressor(max_iter=25, max_leaf_nodes=None, max_depth=5, early_stopping=False,
+                                  l2_regularization=1.0, random_state=0),
+        X[:, 0] * 2 + np.sin(X[:, 2]), {"sample_weight": rng.uniform(0.5, 2.0, len(X))}),
+    "regression, constant hessian": lambda X, rng: (
+        GradientBoostingRegressor(max_iter=25, early_stopping=False, random_state=0), X[:, 0] - X[:, 3], {}),
+    "absolute error": lambda X, rng: (
+        GradientBoostingRegressor(loss="absolute_error", max_iter=25, early_stopping=False, random_state=0),
+        X[:, 0] + rng.standard_cauchy(len(X)), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_or_two_workers_give_the_same_model(monkeypatch, forks, case):
+    X, _ = _data()
+    outputs = []
+    for n_workers in (2, 1):
+        monkeypatch.setattr(tree_mod, "N_WORKERS", n_workers)
+        model, y, kw = CASES[case](X, np.random.default_rng(1))  # the same targets and weights each time
+        model.fit(X, y, **kw)
+        out = model.predict_proba(X) if hasattr(model, "predict_proba") else model.predict(X)
+        outputs.append((out, model.n_iter_))
+        if n_workers == 2:
+            assert len(forks) == 1, "the fit did not use the worker process"
+    assert forks and _gone(forks[0])
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    assert outputs[0][1] == outputs[1][1]
+
+
+def test_small_fits_stay_in_one_process(monkeypatch, forks):
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    X, _ = _data(n=2_000)
+    GradientBoostingClassifier(max_iter=200, early_stopping=False).fit(X, X[:, 0] > 0)  # one row part
+    X, _ = _data(n=9_000)
+    GradientBoostingClassifier(max_iter=5, early_stopping=False).fit(X, X[:, 0] > 0)  # too little work
+    assert forks == []
+
+
+def test_a_killed_worker_fails_the_fit_clearly_and_leaves_the_model_unfitted(monkeypatch, forks):
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    X, _ = _data()
+    y = (X[:, 0] > 0).astype(int)
+
+    def kill_worker(fraction, metrics):
+        if metrics.get("iteration") == 3:
+            os.kill(forks[0], signal.SIGKILL)
+
+    est = GradientBoostingClassifier(max_iter=25, early_stopping=False)
+    with pytest.raises(worker_mod.WorkerError, match="histogram worker process ended"):
+        est.fit(X, y, ctx=FitContext(on_progress=kill_worker, min_interval=0.0))
+    assert not hasattr(est, "n_iter_")
+    assert _gone(forks[0])
+
+
+def test_a_cancelled_fit_stops_its_worker(monkeypatch, forks):
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    X, _ = _data()
+    calls = [0]
+
+    def cancelled():
+        calls[0] += 1
+        return calls[0] > 4
+
+    est = GradientBoostingClassifier(max_iter=25, early_stopping=False)
+    with pytest.raises(FitCancelled):
+        est.fit(X, X[:, 0] > 0, ctx=FitContext(is_cancelled=cancelled, cancel_interval=0.0))
+    assert len(forks) == 1 and _gone(forks[0])
+    # the next fit forks its own worker and succeeds
+    assert est.fit(X, X[:, 0] > 0).n_iter_ == 25 and len(forks) == 2 and _gone(forks[1])
+
+
+def test_the_worker_ends_when_the_fitting_process_is_killed(tmp_path):
+    """SIGKILL of the fitting process closes the worker's command pipe: the worker exits by itself."""
+    script = textwrap.dedent(
+        f"""
+        import os, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        import numpy as np
+        import core.ensemble._hist_gbm_tree as T
+        import core.ensemble._hist_gbm_worker as W
+        from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
+        T.N_WORKERS = 2
+        init = W.RowWorker.__init__
+        def announce(self, hb):
+            init(self, hb)
+            print(self.pid, flush=True)
+            time.sleep(60)  # killed here, with the worker waiting for its first command
+        W.RowWorker.__init__ = announce
+        X = np.random.default_rng(0).normal(size=(9000, 4))
+        GradientBoostingClassifier(max_iter=50, early_stopping=False).fit(X, X[:, 0] > 0)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="2"))
+    try:
+        worker = int(proc.stdout.readline())
+        os.kill(worker, 0)  # alive while its parent is
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{worker}/stat") as f:
+                    if f.read().split(") ")[1].startswith("Z"):
+                        break  # ended; a zombie until its new parent reaps it
+            except FileNotFoundError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(worker, signal.SIGKILL)
+            pytest.fail("the worker outlived its parent by 20 s")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("env", "cpus", "expected"),
+    [
+        ({}, 2, 2),
+        ({}, 1, 1),
+        ({}, 8, 2),
+        ({"OMP_NUM_THREADS": "1"}, 2, 1),
+        ({"ORCHARD_HIST_WORKERS": "2", "OMP_NUM_THREADS": "1"}, 2, 2),
+        ({"ORCHARD_HIST_WORKERS": "1"}, 2, 1),
+        ({"ORCHARD_HIST_WORKERS": "2"}, 1, 1),
+        ({"ORCHARD_HIST_WORKERS": "lots"}, 2, 1),
+        ({"ORCHARD_HIST_WORKERS": "0"}, 2, 1),
+    ],
+)
+def test_default_number_of_workers(monkeypatch, env, cpus, expected):
+    for var in ("ORCHARD_HIST_WORKERS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert tree_mod._default_workers() == expected
