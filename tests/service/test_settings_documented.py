@@ -12,7 +12,7 @@ def test_every_setting_is_in_the_readme_configuration_table():
 
 
 def test_every_orchard_variable_the_code_names_is_in_the_readme():
-    """Variables read outside Settings (e.g. core's ORCHARD_HIST_THREADS) must be documented too."""
+    """Variables read outside Settings (e.g. core's ORCHARD_HIST_WORKERS) must be documented too."""
     import re
 
     text = README.read_text()
