@@ -108,7 +108,7 @@ class HistogramBuilder:
         self.shared = None
         if use_worker:  # what the worker process reads (gradients) and writes (its histogram, leaf rows)
             self.shared = SharedArrays({"W": ((n_outputs, n, q), np.float64), "Y": ((self.n_cols, q), np.float64),
-                                        "rows": ((n - self.n1,), np.intp)})
+                                        "rows": ((n - self.n1,), np.intp), "error": ((512,), np.uint8)})
             self._W = self.shared.arrays["W"]
         else:
             self._W = np.empty((n_outputs, n, q))
@@ -130,9 +130,13 @@ class HistogramBuilder:
         self.worker_peak_traced = 0  # the worker's tracemalloc peak (bytes), when tracing at its start
 
     def __enter__(self):
-        """Fork the worker that processes part 1 (when this builder was made for two workers)."""
+        """Fork the worker that processes part 1 (when this builder was made for two workers; if the system
+        refuses a process, the fit goes on in this one: the same model)."""
         if self.shared is not None and self._worker is None:
-            self._worker = RowWorker(self)
+            try:
+                self._worker = RowWorker(self)
+            except OSError:
+                self._worker = None
         return self
 
     def __exit__(self, exc_type, exc, tb):

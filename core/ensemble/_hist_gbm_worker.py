@@ -18,7 +18,10 @@ messages on two pipes (atomic below ``PIPE_BUF``); each side polls its pipe for
 ``_SPIN`` seconds before it blocks, so a round trip costs microseconds when both
 processes have a core and no CPU when one waits long.  The worker ends when its
 command pipe closes (the fitting process stopped or died) and the fitting
-process fails the fit when the worker's reply pipe closes.
+process fails the fit when the worker's reply pipe closes.  The child closes
+the descriptors it inherited (another fit's pipes, a server's sockets), and
+the shared mapping is not inherited by later forks (docs/decisions/
+gradient-boosting.md, "Faults").
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ import select
 import signal
 import struct
 import time
+import traceback
+import tracemalloc
+import warnings
 
 import numpy as np
 
@@ -61,6 +67,30 @@ class SharedArrays:
         for name, (shape, dtype) in specs.items():
             count = int(np.prod(shape, dtype=np.int64))
             self.arrays[name] = np.frombuffer(self._map, dtype, count, offsets[name]).reshape(shape)
+
+    def dont_fork(self):
+        """Processes forked from now on do not inherit the mapping (Linux; elsewhere a no-op)."""
+        advice = getattr(mmap, "MADV_DONTFORK", None)
+        if advice is not None:
+            try:
+                self._map.madvise(advice)
+            except OSError:  # pragma: no cover
+                pass
+
+
+def _close_other_fds(keep):  # pragma: no cover - runs in the child
+    """Close every inherited descriptor above stderr but ``keep``: a worker must not hold another fit's pipes
+    (nor the server's sockets), or that fit's worker would not see its end."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, 1024)
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _recv(fd, size):
@@ -96,27 +126,52 @@ class RowWorker:
     """The fitting process's end of a worker forked for ``HistogramBuilder`` ``hb`` (rows ``hb.n1:``)."""
 
     def __init__(self, hb):
+        """Fork the worker (OSError if the system refuses: no process is left behind, no descriptor open)."""
         self.n_cat = hb.n_bins
         self._msg = _HEAD.size + self.n_cat
+        self._error = hb.shared.arrays["error"]
         cmd_r, cmd_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        pid = os.fork()
+        try:
+            rep_r, rep_w = os.pipe()
+        except OSError:
+            os.close(cmd_r)
+            os.close(cmd_w)
+            raise
+        # the parent's objects at the fork are left out of its garbage collections until the worker ends:
+        # a collection would write to their pages and copy them (copy-on-write) for nothing
+        gc.freeze()
+        try:
+            with warnings.catch_warnings():  # Python >= 3.12 warns of forks beside other threads; the child
+                warnings.simplefilter("ignore", DeprecationWarning)  # only runs _serve (module docstring)
+                pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            for fd in (cmd_r, cmd_w, rep_r, rep_w):
+                os.close(fd)
+            raise
         if pid == 0:  # pragma: no cover - runs in the child (covered through the fits it serves)
             code = 0
             try:
-                os.close(cmd_w)
-                os.close(rep_r)
+                _close_other_fds({cmd_r, rep_w})
                 _serve(hb, cmd_r, rep_w, self._msg)
-            except BaseException:  # noqa: BLE001 - the parent sees the closed pipe and fails the fit
+            except BaseException as e:  # noqa: BLE001 - the parent sees the closed pipe and fails the fit
+                reason = "".join(traceback.format_exception_only(type(e), e)).strip().encode()[: len(self._error)]
+                self._error[: len(reason)] = np.frombuffer(reason, dtype=np.uint8)
                 code = 1
             os._exit(code)
         os.close(cmd_r)
         os.close(rep_w)
         os.set_blocking(rep_r, False)
+        # a worker forked later for another fit in this process must not keep this fit's mapping alive
+        hb.shared.dont_fork()
         self.pid = pid
         self._cmd = cmd_w
         self._rep = rep_r
         self.peak_traced = 0  # the worker's own tracemalloc peak (bytes) when the parent was tracing at the fork
+
+    def _ended(self):
+        reason = bytes(self._error).rstrip(b"\0").decode(errors="replace")
+        return WorkerError("the histogram worker process ended during the fit" + (f": {reason}" if reason else ""))
 
     def send(self, cmd, node=0, left=0, right=0, f=0, b=0, missing_left=False, side=-1, output=0,
              cat_set=None):
@@ -124,15 +179,15 @@ class RowWorker:
         head = _HEAD.pack(cmd, node, left, right, f, b, int(missing_left), side, output, cat_set is not None)
         try:
             _send(self._cmd, head + cat)
-        except OSError as e:  # BrokenPipeError: the worker is gone
-            raise WorkerError(f"the histogram worker process ended ({e})") from None
+        except OSError:  # BrokenPipeError: the worker is gone
+            raise self._ended() from None
 
     def wait(self):
         """The worker's reply value to the last command."""
         try:
             status, value = _REPLY.unpack(_recv(self._rep, _REPLY.size))
         except EOFError:
-            raise WorkerError("the histogram worker process ended during the fit") from None
+            raise self._ended() from None
         if status:
             raise WorkerError("the histogram worker process failed")
         return value
@@ -151,19 +206,21 @@ class RowWorker:
             os.close(self._cmd)  # EOF: a worker still running ends
             os.close(self._rep)
             self._cmd = self._rep = None
+            gc.unfreeze()
             deadline = time.monotonic() + 10.0
-            while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
-                if time.monotonic() > deadline:  # pragma: no cover - a worker never ignores EOF this long
-                    os.kill(self.pid, signal.SIGKILL)
-                    os.waitpid(self.pid, 0)
-                    break
-                time.sleep(0.001)
+            try:
+                while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:  # pragma: no cover - a worker never ignores EOF this long
+                        os.kill(self.pid, signal.SIGKILL)
+                        os.waitpid(self.pid, 0)
+                        break
+                    time.sleep(0.001)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored, or a handler that reaps)
+                pass
 
 
 def _serve(hb, cmd_r, rep_w, size):  # pragma: no cover - runs in the child
     """The worker's loop: holds its part of every leaf's rows (node id -> rows; 0 = the root, all rows)."""
-    import tracemalloc
-
     gc.disable()  # never run finalizers of the parent's objects here
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)

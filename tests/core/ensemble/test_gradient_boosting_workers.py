@@ -199,3 +199,121 @@ def test_default_number_of_workers(monkeypatch, env, cpus, expected):
         monkeypatch.setenv(var, value)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
     assert tree_mod._default_workers() == expected
+
+
+def test_a_refused_fork_leaves_the_fit_on_one_process_with_the_same_model(monkeypatch):
+    X, _ = _data()
+    y = (X[:, 0] > 0).astype(int)
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 1)
+    expected = GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, y).predict_proba(X)
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    fds = len(os.listdir("/proc/self/fd"))
+
+    def refuse():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(worker_mod.os, "fork", refuse)
+    for _ in range(3):
+        got = GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, y).predict_proba(X)
+        np.testing.assert_array_equal(got, expected)
+    assert len(os.listdir("/proc/self/fd")) == fds  # the pipes made for the worker were closed
+
+
+def test_the_worker_s_failure_reason_reaches_the_fit(monkeypatch):
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    parent = os.getpid()
+    partition = tree_mod.HistogramBuilder.partition
+
+    def failing(self, rows, part, *args):
+        if os.getpid() != parent and rows is not None:  # in the worker, below the root
+            raise MemoryError("no room for the partition")
+        return partition(self, rows, part, *args)
+
+    monkeypatch.setattr(tree_mod.HistogramBuilder, "partition", failing)
+    X, _ = _data()
+    with pytest.raises(worker_mod.WorkerError, match="MemoryError: no room for the partition"):
+        GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, X[:, 0] > 0)
+
+
+def _mapping_starts(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return {int(line.split("-", 1)[0], 16) for line in f}
+
+
+def test_fits_on_two_threads_do_not_hold_each_other_s_worker(monkeypatch):
+    """A worker forked while another fit runs in the same process holds neither that fit's pipes nor its
+    shared mapping: the other fit, cancelled, ends its own worker at once (it exits on EOF, status 0;
+    before, it was SIGKILLed after a 10 s wait) and the newer worker does not map the older fit's memory."""
+    import threading
+
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    workers = {}
+    init = worker_mod.RowWorker.__init__
+
+    def recording_init(self, hb):
+        init(self, hb)
+        start = hb.shared.arrays["W"].__array_interface__["data"][0]
+        workers[threading.current_thread().name] = (self.pid, start)
+
+    monkeypatch.setattr(worker_mod.RowWorker, "__init__", recording_init)
+    statuses = {}
+    waitpid = os.waitpid
+
+    def recording_waitpid(pid, options):
+        got = waitpid(pid, options)
+        if got[0]:
+            statuses[got[0]] = got[1]
+        return got
+
+    monkeypatch.setattr(os, "waitpid", recording_waitpid)
+    X, _ = _data()
+    y = (X[:, 0] > 0).astype(int)
+    b_running, a_done = threading.Event(), threading.Event()
+
+    def hold(fraction, metrics):
+        if metrics.get("iteration") == 2:
+            b_running.set()
+            a_done.wait(60)
+
+    b = threading.Thread(name="B", target=lambda: GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(
+        X, y, ctx=FitContext(on_progress=hold, min_interval=0.0)))
+    b.start()
+    seen = {}
+    try:
+        assert b_running.wait(60)
+
+        def look(fraction, metrics):
+            if metrics.get("iteration") == 1:
+                seen["A's worker"] = _mapping_starts(workers["A"][0])
+
+        calls = [0]
+
+        def cancelled():
+            calls[0] += 1
+            return calls[0] > 2
+
+        threading.current_thread().name = "A"
+        with pytest.raises(FitCancelled):
+            GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(
+                X, y, ctx=FitContext(on_progress=look, is_cancelled=cancelled, cancel_interval=0.0,
+                                     min_interval=0.0))
+    finally:
+        threading.current_thread().name = "MainThread"
+        a_done.set()
+        b.join(60)
+    a_pid, a_start = workers["A"]
+    b_pid, b_start = workers["B"]
+    assert os.WIFEXITED(statuses[a_pid]) and os.WEXITSTATUS(statuses[a_pid]) == 0
+    assert a_start in seen["A's worker"] and b_start not in seen["A's worker"]
+    assert not b.is_alive() and _gone(a_pid) and _gone(b_pid)
+
+
+def test_an_ignored_sigchld_does_not_fail_the_fit(monkeypatch):
+    """With SIGCHLD ignored the kernel reaps the worker itself: waitpid then finds no child."""
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        X, _ = _data()
+        assert GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, X[:, 0] > 0).n_iter_ == 25
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
