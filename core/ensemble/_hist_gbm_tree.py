@@ -285,13 +285,9 @@ class HistogramBuilder:
 
     @staticmethod
     def _compress(go, rows):
-        n_l = int(np.count_nonzero(go))
-        idx_l = np.empty(n_l, dtype=np.intp)
-        idx_r = np.empty(len(rows) - n_l, dtype=np.intp)
-        # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result)
-        np.compress(go, rows, out=idx_l)
-        np.compress(np.logical_not(go, out=go), rows, out=idx_r)
-        return idx_l, idx_r
+        # np.compress is ~5x faster than boolean indexing ``rows[go]`` (same result); sized by itself it
+        # needs no count_nonzero nor preallocated outputs (2-6 us less per node)
+        return rows.compress(go), rows.compress(np.logical_not(go, out=go))
 
     def partition(self, rows, part, f, b, missing_left, cat_set):
         """Stable partition of one part's rows of a node (None: all rows of the part) -> (left, right)."""
