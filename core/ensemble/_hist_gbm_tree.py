@@ -711,7 +711,8 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
                 # pops follow the heap order, so a pending leaf ranked below the number of splits
                 # left is never split: drop its histogram (bounds the memory held by histograms)
                 for _, _, nd in sorted(heap)[max_leaf_nodes - n_leaves :]:
-                    release(nd)
+                    if nd.hist is not None:  # (most were dropped at an earlier split)
+                        release(nd)
         else:
             release(node)
     free.extend(entry[0] for entry in pairs.values())  # pending leaves' buffers, for the next tree
