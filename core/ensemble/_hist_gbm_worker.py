@@ -9,7 +9,8 @@ process, so the worker only needs the node ids and the split rule.
 
 Why a process and not a thread: the per-node work is a few hundred NumPy calls
 of 5-100 us each, and two Python threads hand the GIL over at every call (two
-threads on two nodes at once were 0.65-1.27x the speed of one, ``bench/``).
+threads on two nodes at once ran at 0.65-1.27x the speed of one; see
+docs/decisions/gradient-boosting.md).
 
 The worker is forked once per fit: the binned codes are shared copy-on-write
 (never written), the gradients/hessians and the worker's histogram and leaf
@@ -53,7 +54,8 @@ class WorkerError(RuntimeError):
 
 
 class SharedArrays:
-    """NumPy arrays carved out of one anonymous shared mapping (shared with processes forked later)."""
+    """NumPy arrays carved out of one anonymous shared mapping, shared with the processes forked after it
+    (until ``dont_fork``)."""
 
     def __init__(self, specs):
         """``specs``: ``{name: (shape, dtype)}``; each array starts on a 64-byte boundary."""
