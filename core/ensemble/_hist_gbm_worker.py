@@ -9,8 +9,8 @@ process, so the worker only needs the node ids and the split rule.
 
 Why a process and not a thread: the per-node work is a few hundred NumPy calls
 of 5-100 us each, and two Python threads hand the GIL over at every call (two
-threads on two nodes at once ran at 0.65-1.27x the speed of one; see
-docs/decisions/gradient-boosting.md).
+threads on two nodes at once ran at 0.55-1.41x the speed of one, by node size;
+``bench/boosting_workers.py threads``).
 
 The worker is forked once per fit: the binned codes are shared copy-on-write
 (never written), the gradients/hessians and the worker's histogram and leaf
