@@ -111,7 +111,7 @@ class HistGradientBoostingMixin:
         constant_hessian = loss.constant_hessian and w_tr is None
         ensemble = TreeEnsemble(K, missing_bin)
         # two workers (a forked process for half of the rows) only where the fit is large enough to gain
-        n_workers = _hist_gbm_tree.N_WORKERS if n_tr * max(K, 1) * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
+        n_workers = _hist_gbm_tree.N_WORKERS if n_tr * K * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
         hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K, n_workers)
         g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
         is_abs = isinstance(loss, AbsoluteError)

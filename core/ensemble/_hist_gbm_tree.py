@@ -110,6 +110,7 @@ class HistogramBuilder:
             self.shared = SharedArrays({"W": ((n_outputs, n, q), np.float64), "Y": ((self.n_cols, q), np.float64),
                                         "rows": ((n - self.n1,), np.intp), "error": ((512,), np.uint8)})
             self._W = self.shared.arrays["W"]
+            self._Yw = self.shared.arrays["Y"]  # the worker's histogram of its part
         else:
             self._W = np.empty((n_outputs, n, q))
         # per output: rows [g, h, 1] (or [g, 1]); ``g``/``h`` are views the loss writes into
@@ -193,7 +194,7 @@ class HistogramBuilder:
         Y = self.root_part(0, self._zeroed(0))
         if worker is not None:
             worker.wait()
-            Y += self.root_part_view(self.shared.arrays["Y"])
+            Y += self.root_part_view(self._Yw)
         elif self.two_parts:
             Y += self.root_part(1, self._zeroed(1))
         Yt = Y.reshape(F, B, r)
@@ -213,7 +214,7 @@ class HistogramBuilder:
         codes, F, r = self.codes, self.n_features, self.q - 1
         Y = self.root_part_view(Y)
         Y.fill(0.0)
-        start, stop = (0, self.n1) if part == 0 else (self.n1, self.n)
+        start, stop = self._bounds(part)
         w = np.empty((self._chunk, r))
         for s in range(start, stop, self._chunk):
             e = min(stop, s + self._chunk)
@@ -260,7 +261,7 @@ class HistogramBuilder:
         if worker is not None:
             n_l += worker.wait()
             if with_hist:
-                Y += self.shared.arrays["Y"]
+                Y += self._Yw
         elif self.two_parts:
             n_l += len(left[1])
             if with_hist:
@@ -289,24 +290,26 @@ class HistogramBuilder:
         # needs no count_nonzero nor preallocated outputs (2-6 us less per node)
         return rows.compress(go), rows.compress(np.logical_not(go, out=go))
 
+    def _bounds(self, part):
+        return (0, self.n1) if part == 0 else (self.n1, self.n)
+
+    def _column(self, rows, start, stop, f):
+        """A node's rows (None: rows ``start..stop-1``, at the root: no gather) and their bins of feature f."""
+        if rows is None:
+            return np.arange(start, stop), self.XbT[f, start:stop]
+        return rows, self.XbT[f].take(rows)
+
     def partition(self, rows, part, f, b, missing_left, cat_set):
         """Stable partition of one part's rows of a node (None: all rows of the part) -> (left, right)."""
-        if rows is None:  # the root: all rows of the part
-            start, stop = (0, self.n1) if part == 0 else (self.n1, self.n)
-            rows = np.arange(start, stop)
-            col = self.XbT[f, start:stop]
-        else:
-            col = self.XbT[f].take(rows)
+        rows, col = self._column(rows, *self._bounds(part), f)
         return self._compress(self._goes_left(col, b, missing_left, cat_set), rows)
 
     def _partition_parts(self, parts, f, b, missing_left, cat_set):
         """Both parts of a node in one pass (no worker): its rows are one sorted array, part 0 first, so the
         children's parts are views of their arrays (``(part 0, part 1, all)``), as two passes would give."""
-        if parts[0] is None:
-            rows, col, n0 = np.arange(self.n), self.XbT[f], self.n1
-        else:
-            rows, n0 = parts[2], len(parts[0])
-            col = self.XbT[f].take(rows)
+        root = parts[0] is None
+        rows, col = self._column(None if root else parts[2], 0, self.n, f)
+        n0 = self.n1 if root else len(parts[0])
         go = self._goes_left(col, b, missing_left, cat_set)
         p_l = int(np.count_nonzero(go[:n0]))
         idx_l, idx_r = self._compress(go, rows)
@@ -324,12 +327,10 @@ class HistogramBuilder:
                          self._ones[: k * F], w.reshape(-1), Yv)
 
     def rows_of(self, parts):
-        """All rows of a node (None: every row), from its parts (this process's parts only)."""
+        """All rows of a node (None: every row), without a worker: one part, or the array two parts view."""
         if parts[0] is None:
             return None
-        if len(parts) == 3:  # one array, viewed by the parts
-            return parts[2]
-        return parts[0] if parts[1] is None else np.concatenate(parts)
+        return parts[2] if len(parts) == 3 else parts[0]
 
     def leaf_rows(self, leaves):
         """``[(id, rows)]`` for ``leaves`` ``[(id, parts, count)]`` (rows None: every row), a worker's parts

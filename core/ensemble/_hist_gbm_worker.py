@@ -131,6 +131,7 @@ class RowWorker:
         """Fork the worker (OSError if the system refuses: no process is left behind, no descriptor open)."""
         self.n_cat = hb.n_bins
         self._msg = _HEAD.size + self.n_cat
+        self._no_cat = b"\0" * self.n_cat
         self._error = hb.shared.arrays["error"]
         cmd_r, cmd_w = os.pipe()
         try:
@@ -177,7 +178,7 @@ class RowWorker:
 
     def send(self, cmd, node=0, left=0, right=0, f=0, b=0, missing_left=False, side=-1, output=0,
              cat_set=None):
-        cat = b"\0" * self.n_cat if cat_set is None else np.ascontiguousarray(cat_set, dtype=bool).tobytes()
+        cat = self._no_cat if cat_set is None else np.ascontiguousarray(cat_set, dtype=bool).tobytes()
         head = _HEAD.pack(cmd, node, left, right, f, b, int(missing_left), side, output, cat_set is not None)
         try:
             _send(self._cmd, head + cat)
