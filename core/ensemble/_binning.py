@@ -15,6 +15,8 @@ their code; NaN, negative or unseen codes go to the missing bin.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ..validation import DataError
@@ -50,79 +52,35 @@ class BinMapper:
         self._fit(X, rng, None)
         return self
 
-    def fit_transform_T(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def fit_transform_T(self, X: np.ndarray, rng: np.random.Generator, n_threads: int = 1) -> np.ndarray:
         """``fit(X, rng)`` then ``transform_T(X)``, sharing one sort per column when no subsample is drawn.
 
         The argsort that gives the sorted column for the edges also bins it: in sorted order
         each bin is one run, found by one ``np.searchsorted`` per edge, and the bins are
-        scattered back through the permutation (same bins as ``transform_T``)."""
+        scattered back through the permutation (same bins as ``transform_T``).  With
+        ``n_threads=2`` two threads take the columns in turn (the sorts release the GIL):
+        the same edges and bins."""
         n, n_features = X.shape
         if n > _SUBSAMPLE:
             return self.fit(X, rng).transform_T(X)
         out = np.empty((n_features, n), dtype=np.uint8)
-        self._fit(X, rng, out)
+        self._fit(X, rng, out, n_threads)
         return out
 
-    def _fit(self, X, rng, out):
+    def _fit(self, X, rng, out, n_threads=1):
         n, n_features = X.shape
         if n > _SUBSAMPLE:
             rows = np.sort(rng.choice(n, _SUBSAMPLE, replace=False))
             X = X[rows]
         cat = np.zeros(n_features, dtype=bool) if self.categorical is None else self.categorical
-        edges: list[np.ndarray] = []
-        n_bins = np.zeros(n_features, dtype=np.intp)
-        order = None  # argsort of column j when it is binned here (out given, numeric)
-        with_nan = []
-        for j in range(n_features):
-            if out is not None and not cat[j]:
-                full = np.ascontiguousarray(X[:, j])
-                order = np.argsort(full)  # NaN sorts last
-                s = full[order]
-                n_valid = int(np.searchsorted(np.isnan(s), True)) if n and np.isnan(s[-1]) else n
-                col = s[:n_valid]
-                if n_valid < n:
-                    # 255 is never a non-missing bin (<= max_bins - 1 <= 254); replaced by the
-                    # missing bin once every feature's bins are known
-                    out[j, order[n_valid:]] = 255
-                    with_nan.append(j)
-            else:
-                order = None
-                col = X[:, j]
-                col = col[~np.isnan(col)]
-            if cat[j]:
-                if col.size and (col.min() < 0 or not np.all(col == np.floor(col))):
-                    raise DataError(
-                        f"categorical feature {j} must hold non-negative integer category codes"
-                    )
-                k = int(col.max()) + 1 if col.size else 1
-                if k > self.max_bins:
-                    raise DataError(
-                        f"categorical feature {j} has {k} categories; at most max_bins="
-                        f"{self.max_bins} are supported"
-                    )
-                # edges b + 0.5 so that numeric-style binning also works for codes
-                edges.append(np.arange(k - 1, dtype=np.float64) + 0.5)
-                n_bins[j] = k
-                continue
-            if col.size == 0:
-                edges.append(np.empty(0))
-                n_bins[j] = 1
-                continue
-            if order is None:
-                col = np.sort(col)
-            distinct = col[np.concatenate(([True], col[1:] != col[:-1]))]
-            if distinct.size <= self.max_bins:
-                mids = 0.5 * (distinct[:-1] + distinct[1:])
-            else:
-                mids = np.unique(_quantiles_sorted(col, self.max_bins))
-            edges.append(np.ascontiguousarray(mids, dtype=np.float64))
-            n_bins[j] = mids.size + 1
-            if order is not None:
-                # sorted values: bin i holds edges[i-1] < x <= edges[i]; its run ends where x first
-                # exceeds edges[i]
-                ends = np.searchsorted(col, edges[-1], side="right")
-                counts = np.diff(ends, prepend=0, append=col.size)
-                out[j, order[: col.size]] = np.repeat(np.arange(len(counts), dtype=np.uint8), counts)
+        if n_threads > 1 and n_features > 1:
+            with ThreadPoolExecutor(min(n_threads, n_features)) as pool:
+                columns = list(pool.map(lambda j: self._fit_column(X[:, j], cat[j], j, out), range(n_features)))
+        else:
+            columns = [self._fit_column(X[:, j], cat[j], j, out) for j in range(n_features)]
+        edges = [e for e, _, _ in columns]
+        n_bins = np.array([k for _, k, _ in columns], dtype=np.intp)
+        with_nan = [j for j, (_, _, nan) in enumerate(columns) if nan]
         self.edges_ = edges
         self.n_bins_non_missing_ = n_bins
         # the missing bin follows the largest feature's bins: histograms are only as wide as needed
@@ -136,6 +94,52 @@ class BinMapper:
             elif j in with_nan and self.missing_bin_ != 255:
                 row = out[j]
                 row[row == 255] = self.missing_bin_
+
+    def _fit_column(self, x, is_cat, j, out):
+        """Edges and number of non-missing bins of column ``x`` (feature ``j``), and whether it holds NaN
+        that was binned here; when ``out`` is given and the column is numeric, writes its bins into
+        ``out[j]`` (NaN as 255, replaced by the missing bin once every feature's bins are known)."""
+        n = x.shape[0]
+        order = None  # argsort of the column when it is binned here (out given, numeric)
+        with_nan = False
+        if out is not None and not is_cat:
+            full = np.ascontiguousarray(x)
+            order = np.argsort(full)  # NaN sorts last
+            s = full[order]
+            n_valid = int(np.searchsorted(np.isnan(s), True)) if n and np.isnan(s[-1]) else n
+            col = s[:n_valid]
+            if n_valid < n:
+                # 255 is never a non-missing bin (<= max_bins - 1 <= 254)
+                out[j, order[n_valid:]] = 255
+                with_nan = True
+        else:
+            col = x[~np.isnan(x)]
+        if is_cat:
+            if col.size and (col.min() < 0 or not np.all(col == np.floor(col))):
+                raise DataError(f"categorical feature {j} must hold non-negative integer category codes")
+            k = int(col.max()) + 1 if col.size else 1
+            if k > self.max_bins:
+                raise DataError(
+                    f"categorical feature {j} has {k} categories; at most max_bins={self.max_bins} are supported"
+                )
+            # edges b + 0.5 so that numeric-style binning also works for codes
+            return np.arange(k - 1, dtype=np.float64) + 0.5, k, with_nan
+        if col.size == 0:
+            return np.empty(0), 1, with_nan
+        if order is None:
+            col = np.sort(col)
+        distinct = col[np.concatenate(([True], col[1:] != col[:-1]))]
+        if distinct.size <= self.max_bins:
+            mids = 0.5 * (distinct[:-1] + distinct[1:])
+        else:
+            mids = np.unique(_quantiles_sorted(col, self.max_bins))
+        edges = np.ascontiguousarray(mids, dtype=np.float64)
+        if order is not None:
+            # sorted values: bin i holds edges[i-1] < x <= edges[i]; its run ends where x first exceeds edges[i]
+            ends = np.searchsorted(col, edges, side="right")
+            counts = np.diff(ends, prepend=0, append=col.size)
+            out[j, order[: col.size]] = np.repeat(np.arange(len(counts), dtype=np.uint8), counts)
+        return edges, mids.size + 1, with_nan
 
     def transform_T(self, X: np.ndarray) -> np.ndarray:
         """Binned data, feature-major: shape ``(n_features, n_samples)``, ``uint8``."""

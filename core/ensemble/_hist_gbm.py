@@ -97,21 +97,22 @@ class HistGradientBoostingMixin:
             w_va = None if w_all is None else w_all[va]
         else:
             X_tr, y_tr, w_tr = X, y, w_all
+        K = loss.n_outputs
+        # two workers (a forked process for half of the rows; two threads for the binning) only where the
+        # fit is large enough to gain
+        n_workers = _hist_gbm_tree.N_WORKERS if X_tr.shape[0] * K * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
         mapper = BinMapper(p["max_bins"], cat)
-        XbT = mapper.fit_transform_T(X_tr, rng)
+        XbT = mapper.fit_transform_T(X_tr, rng, n_threads=n_workers)
         XvT = mapper.transform_T(X_va) if early else None
         n_tr = X_tr.shape[0]
         missing_bin = mapper.missing_bin_
         valid_bins = np.arange(missing_bin)[None, :] < mapper.n_bins_non_missing_[:, None]
         valid_bins[mapper.is_categorical_] = False  # categorical features: subset splits instead
-        K = loss.n_outputs
         baseline = np.asarray(loss.baseline(y_tr, w_tr), dtype=np.float64)
         raw = np.tile(baseline, (n_tr, 1))
         raw_va = np.tile(baseline, (len(y_va), 1)) if early else None
         constant_hessian = loss.constant_hessian and w_tr is None
         ensemble = TreeEnsemble(K, missing_bin)
-        # two workers (a forked process for half of the rows) only where the fit is large enough to gain
-        n_workers = _hist_gbm_tree.N_WORKERS if n_tr * K * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
         hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K, n_workers)
         g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
         is_abs = isinstance(loss, AbsoluteError)

@@ -231,7 +231,7 @@ class HistogramBuilder:
             Yt = Yt[:, :, [0, 1, 1]]  # hessian histogram = count histogram
         return Yt.transpose(2, 0, 1)  # (3, F, n_bins) view
 
-    def split(self, parts, ids, f, b, missing_left, cat_set, n_left, hist_side):
+    def split(self, parts, ids, f, b, missing_left, cat_set, n_left, hist_side, out=None):
         """Partition a node's rows on feature ``f`` and histogram one child.
 
         ``parts``: the node's rows (see the class docstring); ``ids``: the node's and its
@@ -240,9 +240,9 @@ class HistogramBuilder:
         categorical split.  ``n_left`` is the left child's row count (known from the
         histogram counts; checked).  Returns ``(parts_left, parts_right, hist)`` with the
         (3, F, n_bins) histogram of child ``hist_side`` (0: left, 1: right; None: no
-        histogram), a view of an internal buffer valid until the next ``split`` or
-        ``root_hist`` call.  Each part is partitioned and histogrammed on its own and the
-        parts' histograms are summed (part 1 by the worker, if there is one, meanwhile).
+        histogram) written into the contiguous array ``out`` (or a new one).  Each part is
+        partitioned and histogrammed on its own and the parts' histograms are summed (part 1
+        by the worker, if there is one, meanwhile).
         """
         with_hist = hist_side is not None and _csc_matvecs is not None
         worker = self._worker
@@ -258,23 +258,38 @@ class HistogramBuilder:
             Y = self._zeroed(0)
             self.accumulate((left, right)[hist_side][0], Y)
         n_l = len(left[0])
+        Y1 = None
         if worker is not None:
             n_l += worker.wait()
-            if with_hist:
-                Y += self._Yw
+            Y1 = self._Yw
         elif self.two_parts:
             n_l += len(left[1])
             if with_hist:
                 Y1 = self._zeroed(1)
                 self.accumulate((left, right)[hist_side][1], Y1)
-                Y += Y1
         if n_l != n_left:  # pragma: no cover - the counts come from the same bins
             raise RuntimeError(f"partition sent {n_l} rows left, the histogram counted {n_left}")
         if hist_side is None:
             return left, right, None
+        if out is None:
+            out = np.empty((3, self.n_features, self.n_bins))
         if not with_hist:  # np.bincount fallback
-            return left, right, self(self.rows_of((left, right)[hist_side]))
-        return left, right, self._as_hist(Y)
+            np.copyto(out, self(self.rows_of((left, right)[hist_side])))
+            return left, right, out
+        return left, right, self._write_hist(out, Y, Y1)
+
+    def _write_hist(self, out, Y0, Y1):
+        """Write the histogram of accumulation buffer ``Y0`` (plus ``Y1`` unless None) into the contiguous
+        (3, F, n_bins) ``out``: the sum of the parts and the layout change in one pass."""
+        F, B, q = self.n_features, self.n_bins, self.q
+        h0 = Y0.reshape(F, B, q).transpose(2, 0, 1)
+        if Y1 is None:
+            np.copyto(out[:q], h0)
+        else:
+            np.add(h0, Y1.reshape(F, B, q).transpose(2, 0, 1), out=out[:q])
+        if q == 2:  # constant hessian: the hessian histogram is the count histogram
+            np.copyto(out[2], out[1])
+        return out
 
     def _goes_left(self, col, b, missing_left, cat_set):
         if cat_set is not None:
@@ -415,6 +430,9 @@ class _SplitFinder:
         # scratch views for k = 1 and k = 2 nodes, sliced once (per-call Python overhead is ~half of a call)
         self._scratch = [None] + [(gain[:k], t1[:k], bad[:k], bad2[:k], gain[:k].reshape(k, -1))
                                   for k in (1, 2)]
+        # per-node G, H and C - min_samples_leaf of a pair, broadcast against (2, F, n_bins)
+        self._pair = np.empty((3, 2, 1, 1))
+        self._pair_flat = self._pair.reshape(-1)
         self.n_bins = n_bins
         self.invalid_bins = invalid_bins
         self.l2 = l2
@@ -425,75 +443,96 @@ class _SplitFinder:
         self.may_have_missing = may_have_missing
 
     def __call__(self, cum, G, H, C):
-        """A list (one per node) of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or None."""
+        """A list (one per node) of ``(gain, feature, bin, missing_left, GL, HL, CL, None)`` or None.
+
+        Call under ``np.errstate(divide="ignore", invalid="ignore")`` (grow_tree holds it for a whole
+        tree: entering it costs about as much as a ufunc call): bins with no rows on a side divide by
+        zero, and are masked."""
         k = len(G)
         l2, msl = self.l2, self.min_samples_leaf
         if k == 1:
             Gk, Hk, Cmax = G[0], H[0], C[0] - msl
         else:
-            Gk, Hk, Cmax = np.array((G, H, C), dtype=np.float64).reshape(3, k, 1, 1)
-            Cmax = Cmax - msl
-        parent = [g * g / (h + l2) if h + l2 > 0 else 0.0 for g, h in zip(G, H, strict=True)]
-        cands = [cum]
+            v = self._pair_flat
+            v[0], v[1], v[2], v[3], v[4], v[5] = G[0], G[1], H[0], H[1], C[0] - msl, C[1] - msl
+            Gk, Hk, Cmax = self._pair
         cm = None  # (k, F) missing counts
-        has_missing = (False,) * k
         if self.may_have_missing:
             cm = cum[:, 2, :, -1] - cum[:, 2, :, -2]
-            if cm.any():
-                has_missing = cm.any(axis=1)
-                missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
-                cands.append(cum + missing[..., None])
-        gain, t1, bad, bad2, flat = self._scratch[k]
+            if not cm.any():
+                cm = None
         best = [None] * k
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for direction, c in enumerate(cands):
-                GL, HL, CL = c[:, 0], c[:, 1], c[:, 2]
-                np.less(CL, msl, out=bad)
-                np.greater(CL, Cmax, out=bad2)
-                bad |= bad2
-                np.subtract(Hk, HL, out=t1)  # H_R
-                if self.check_hessian:  # min(H_L, H_R) < min_hessian_to_split
-                    np.minimum(HL, t1, out=gain)
-                    np.less(gain, _MIN_HESSIAN, out=bad2)
-                    bad |= bad2
-                if self.invalid_bins is not None:
-                    bad |= self.invalid_bins
-                np.subtract(Gk, GL, out=gain)  # G_R
-                np.square(gain, out=gain)
-                if l2:
-                    t1 += l2
-                gain /= t1  # G_R^2 / (H_R + l2)
-                np.square(GL, out=t1)
-                if l2:
-                    t1 /= HL + l2
+        arg = self._score(cum, Gk, Hk, Cmax, k)
+        flat = self._scratch[k][4]
+        for i in range(k):
+            j = arg[i]
+            gk = flat.item(i, j) - _parent_gain(G[i], H[i], l2)
+            if gk > 0:
+                f, b = divmod(j, self.n_bins)
+                cl = cum.item(i, 2, f, b)
+                if cm is None or cm.item(i, f) == 0:
+                    # no missing values here: missing go to the child with more samples
+                    miss_left = cl >= C[i] - cl
                 else:
-                    t1 /= HL
-                gain += t1
-                np.copyto(gain, -np.inf, where=bad)
-                arg = flat.argmax(axis=1)
-                for i in range(k):
-                    if direction == 1 and not has_missing[i]:
-                        continue
-                    j = int(arg[i])
-                    gk = flat[i, j] - parent[i]
-                    if gk > 0 and (best[i] is None or gk > best[i][0]):
-                        f, b = divmod(j, self.n_bins)
-                        cl = CL[i, f, b]
-                        if direction == 0 and (cm is None or cm[i, f] == 0):
-                            # no missing values here: missing go to the child with more samples
-                            miss_left = bool(cl >= C[i] - cl)
-                        else:
-                            miss_left = direction == 1
-                        best[i] = (float(gk), f, b, miss_left, float(GL[i, f, b]), float(HL[i, f, b]),
-                                   int(cl), None)
+                    miss_left = False
+                best[i] = (gk, f, b, miss_left, cum.item(i, 0, f, b), cum.item(i, 1, f, b), int(cl), None)
+        if cm is not None:  # the missing values' bin sent left: every cumulative sum plus that bin's sums
+            has_missing = cm.any(axis=1)
+            missing = cum[..., -1] - cum[..., -2]  # (k, 3, F): sums over the missing bin
+            c = cum + missing[..., None]
+            arg = self._score(c, Gk, Hk, Cmax, k)
+            for i in range(k):
+                if not has_missing[i]:
+                    continue
+                j = arg[i]
+                gk = flat.item(i, j) - _parent_gain(G[i], H[i], l2)
+                if gk > 0 and (best[i] is None or gk > best[i][0]):
+                    f, b = divmod(j, self.n_bins)
+                    best[i] = (gk, f, b, True, c.item(i, 0, f, b), c.item(i, 1, f, b), int(c.item(i, 2, f, b)),
+                               None)
         return best
+
+    def _score(self, c, Gk, Hk, Cmax, k):
+        """Gains of all candidates of cumulative sums ``c`` (k, 3, F, n_bins) into the scratch ``gain``
+        (-inf where not allowed); returns each node's best flat (feature * n_bins + bin) index."""
+        gain, t1, bad, bad2, flat = self._scratch[k]
+        msl, l2 = self.min_samples_leaf, self.l2
+        GL, HL, CL = c[:, 0], c[:, 1], c[:, 2]
+        np.less(CL, msl, out=bad)
+        np.greater(CL, Cmax, out=bad2)
+        bad |= bad2
+        np.subtract(Hk, HL, out=t1)  # H_R
+        if self.check_hessian:  # min(H_L, H_R) < min_hessian_to_split
+            np.minimum(HL, t1, out=gain)
+            np.less(gain, _MIN_HESSIAN, out=bad2)
+            bad |= bad2
+        if self.invalid_bins is not None:
+            bad |= self.invalid_bins
+        np.subtract(Gk, GL, out=gain)  # G_R
+        np.square(gain, out=gain)
+        if l2:
+            t1 += l2
+        gain /= t1  # G_R^2 / (H_R + l2)
+        np.square(GL, out=t1)
+        if l2:
+            t1 /= HL + l2
+        else:
+            t1 /= HL
+        gain += t1
+        np.copyto(gain, -np.inf, where=bad)
+        return flat.argmax(axis=1).tolist()
+
+
+def _parent_gain(G, H, l2):
+    return G * G / (H + l2) if H + l2 > 0 else 0.0
 
 
 def _best_splits(cum, G, H, C, invalid_bins, l2, min_samples_leaf, check_hessian=True):
     """Best split of each of ``k`` (<= 2) nodes from their stacked (k, 3, F, n_bins) cumulative
     histograms (see ``_SplitFinder``)."""
     finder = _SplitFinder(cum.shape[2], cum.shape[3], invalid_bins, l2, min_samples_leaf, check_hessian)
-    return finder(cum, G, H, C)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return finder(cum, G, H, C)
 
 
 _CAT_SMOOTH = 10.0  # scikit-learn's smoothing of G/H when ordering categories
@@ -655,67 +694,72 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         if id(buf) not in pairs:
             free.append(buf)
 
-    if max_leaf_nodes is None or max_leaf_nodes > 1:
-        if splittable(root):
-            buf = new_pair()
-            _cumsum_bins(hist_builder.root_hist(buf[1]), out=buf[0])
-            consider([root], buf, 0)
-    n_leaves = 1
-    while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
-        _, _, node = heapq.heappop(heap)
-        _, f, b, mleft, GL, HL, CL, cat_set = node.split
-        # children's sizes are known from the histogram: decide before partitioning which one
-        # (the smaller) gets a histogram, so that partition and histogram run in one pass
-        last = max_leaf_nodes is not None and n_leaves + 1 >= max_leaf_nodes
-        c_r = node.C - CL
-        need_hist = not last and (max_depth is None or node.depth + 1 < max_depth) and (
-            max(CL, c_r) >= 2 * min_samples_leaf)
-        small_side = 0 if CL <= c_r else 1
-        ids = (node.id, len(feature), len(feature) + 1)  # the children's ids (new_node below)
-        idx_l, idx_r, small_hist = hist_builder.split(
-            node.idx, ids, f, b, mleft, cat_set, CL, small_side if need_hist else None)
-        if constant_hessian:
-            HL = float(CL)
-        lnode = new_node(idx_l, GL, HL, CL, node.depth + 1)
-        rnode = new_node(idx_r, node.G - GL, node.H - HL, node.C - CL, node.depth + 1)
-        feature[node.id] = f
-        bins[node.id] = b
-        if cat_set is not None:
-            cats[node.id] = cat_set
-        miss_left[node.id] = mleft
-        left[node.id] = lnode.id
-        right[node.id] = rnode.id
-        del leaves[node.id]
-        leaves[lnode.id] = lnode
-        leaves[rnode.id] = rnode
-        n_leaves += 1
-        node.idx = node.split = None
-        if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
-            break
-        if need_hist:
-            buf = new_pair()  # first: it may move the parent's histogram (consolidation)
-            parent_hist = node.hist
-            if parent_hist is None:  # pragma: no cover - popped nodes always hold one (see the pruning below)
-                raise RuntimeError(f"node {node.id} was split without its histogram")
-            small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
-            # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
-            _cumsum_bins(small_hist, out=buf[0], tmp=buf[1])
-            todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
-            if todo[-1] == 1:
-                np.subtract(parent_hist, buf[0], out=buf[1])
-            release(node)
-            if len(todo) == 2:
-                consider([small, large], buf, 0)
+    # bins with no rows on a side divide by zero in the finder, which masks them
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if max_leaf_nodes is None or max_leaf_nodes > 1:
+            if splittable(root):
+                buf = new_pair()
+                _cumsum_bins(hist_builder.root_hist(buf[1]), out=buf[0])
+                consider([root], buf, 0)
+        n_leaves = 1
+        while heap and (max_leaf_nodes is None or n_leaves < max_leaf_nodes):
+            _, _, node = heapq.heappop(heap)
+            _, f, b, mleft, GL, HL, CL, cat_set = node.split
+            # children's sizes are known from the histogram: decide before partitioning which one
+            # (the smaller) gets a histogram, so that partition and histogram run in one pass
+            last = max_leaf_nodes is not None and n_leaves + 1 >= max_leaf_nodes
+            c_r = node.C - CL
+            need_hist = not last and (max_depth is None or node.depth + 1 < max_depth) and (
+                max(CL, c_r) >= 2 * min_samples_leaf)
+            small_side = 0 if CL <= c_r else 1
+            ids = (node.id, len(feature), len(feature) + 1)  # the children's ids (new_node below)
+            # the children's pair buffer (first: it may move the parent's histogram, by consolidation);
+            # the smaller child's histogram goes into its second half
+            buf = new_pair() if need_hist else None
+            idx_l, idx_r, small_hist = hist_builder.split(
+                node.idx, ids, f, b, mleft, cat_set, CL, small_side if need_hist else None,
+                None if buf is None else buf[1])
+            if constant_hessian:
+                HL = float(CL)
+            lnode = new_node(idx_l, GL, HL, CL, node.depth + 1)
+            rnode = new_node(idx_r, node.G - GL, node.H - HL, node.C - CL, node.depth + 1)
+            feature[node.id] = f
+            bins[node.id] = b
+            if cat_set is not None:
+                cats[node.id] = cat_set
+            miss_left[node.id] = mleft
+            left[node.id] = lnode.id
+            right[node.id] = rnode.id
+            del leaves[node.id]
+            leaves[lnode.id] = lnode
+            leaves[rnode.id] = rnode
+            n_leaves += 1
+            node.idx = node.split = None
+            if max_leaf_nodes is not None and n_leaves >= max_leaf_nodes:
+                break
+            if need_hist:
+                parent_hist = node.hist
+                if parent_hist is None:  # pragma: no cover - popped nodes always hold one (see the pruning below)
+                    raise RuntimeError(f"node {node.id} was split without its histogram")
+                small, large = (lnode, rnode) if small_side == 0 else (rnode, lnode)
+                # cumulative histograms of the pair: the smaller child's is computed, the other's subtracted
+                _cumsum_bins(small_hist, out=buf[0])
+                todo = [i for i, nd in enumerate((small, large)) if splittable(nd)]
+                if todo[-1] == 1:
+                    np.subtract(parent_hist, buf[0], out=buf[1])
+                release(node)
+                if len(todo) == 2:
+                    consider([small, large], buf, 0)
+                else:
+                    consider([(small, large)[todo[0]]], buf, todo[0])
+                if max_leaf_nodes is not None and len(heap) > max_leaf_nodes - n_leaves:
+                    # pops follow the heap order, so a pending leaf ranked below the number of splits
+                    # left is never split: drop its histogram (bounds the memory held by histograms)
+                    for _, _, nd in sorted(heap)[max_leaf_nodes - n_leaves :]:
+                        if nd.hist is not None:  # (most were dropped at an earlier split)
+                            release(nd)
             else:
-                consider([(small, large)[todo[0]]], buf, todo[0])
-            if max_leaf_nodes is not None and len(heap) > max_leaf_nodes - n_leaves:
-                # pops follow the heap order, so a pending leaf ranked below the number of splits
-                # left is never split: drop its histogram (bounds the memory held by histograms)
-                for _, _, nd in sorted(heap)[max_leaf_nodes - n_leaves :]:
-                    if nd.hist is not None:  # (most were dropped at an earlier split)
-                        release(nd)
-        else:
-            release(node)
+                release(node)
     free.extend(entry[0] for entry in pairs.values())  # pending leaves' buffers, for the next tree
     nodes = {
         "feature": feature,

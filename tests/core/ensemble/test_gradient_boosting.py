@@ -3,6 +3,8 @@ early stopping, sample weights, progress."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -50,6 +52,24 @@ def test_gradients_match_finite_differences(loss):
         np.testing.assert_allclose(h, num_h, rtol=1e-4, atol=1e-6)
     elif isinstance(loss, SquaredError) and not isinstance(loss, AbsoluteError):
         np.testing.assert_allclose(h, w)
+
+
+def test_binary_log_loss_sigmoid_matches_expit_to_a_few_ulps_over_the_whole_range():
+    """The gradients' 1 / (1 + e^-raw) (NumPy's exp, faster than scipy.special.expit) agrees with expit
+    to 4 ulps, saturates to exactly 0 and 1, and never warns on overflow."""
+    from scipy.special import expit
+
+    from core.ensemble._hist_gbm_loss import _sigmoid
+
+    raw = np.concatenate([np.linspace(-745, 745, 20_001), [-1e308, -710.0, -709.0, 0.0, 37.0, 1e308]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = _sigmoid(raw)
+    ref = expit(raw)
+    assert p[raw == -1e308][0] == 0.0 and p[raw == 1e308][0] == 1.0 and p[raw == 0.0][0] == 0.5
+    tiny = ref > 0
+    assert np.all(np.abs(p - ref)[tiny] <= 4 * np.spacing(ref[tiny]))
+    assert np.all(p[~tiny] == 0.0)
 
 
 def _grad(loss, y, raw, w):
@@ -532,13 +552,29 @@ def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():
     X[:, 4] = rng.integers(0, 6, len(X))  # categorical codes
     cat = np.array([False, False, False, False, True])
     ref = BinMapper(255, cat).fit(X, np.random.default_rng(0))
-    mapper = BinMapper(255, cat)
-    XbT = mapper.fit_transform_T(X, np.random.default_rng(0))
-    np.testing.assert_array_equal(XbT, ref.transform_T(X))
-    assert mapper.missing_bin_ == ref.missing_bin_
-    for a, b in zip(mapper.edges_, ref.edges_, strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert (XbT[2] == mapper.missing_bin_).all() and (XbT[0][np.isnan(X[:, 0])] == mapper.missing_bin_).all()
+    for n_threads in (1, 2):  # two threads take the columns in turn: the same edges and bins
+        mapper = BinMapper(255, cat)
+        XbT = mapper.fit_transform_T(X, np.random.default_rng(0), n_threads=n_threads)
+        np.testing.assert_array_equal(XbT, ref.transform_T(X))
+        assert mapper.missing_bin_ == ref.missing_bin_
+        np.testing.assert_array_equal(mapper.n_bins_non_missing_, ref.n_bins_non_missing_)
+        for a, b in zip(mapper.edges_, ref.edges_, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert (XbT[2] == mapper.missing_bin_).all() and (XbT[0][np.isnan(X[:, 0])] == mapper.missing_bin_).all()
+
+
+def test_binning_on_two_threads_reports_the_first_bad_categorical_column():
+    """A bad categorical column fails the fit on two threads as on one: the first such column is named."""
+    from core.ensemble._binning import BinMapper
+    from core.validation import DataError
+
+    X = np.random.default_rng(0).integers(0, 4, size=(500, 6)).astype(float)
+    X[7, 2] = -1.0
+    X[9, 4] = 0.5
+    cat = np.array([False, True, True, False, True, False])
+    for n_threads in (1, 2):
+        with pytest.raises(DataError, match="categorical feature 2 must hold non-negative integer"):
+            BinMapper(255, cat).fit_transform_T(X, np.random.default_rng(0), n_threads=n_threads)
 
 
 def test_split_finder_without_missing_values_skips_the_missing_direction_with_the_same_splits():
@@ -560,8 +596,9 @@ def test_split_finder_without_missing_values_skips_the_missing_direction_with_th
         G, H, C = (list(cum[:, j, 0, -1]) for j in range(3))
         for l2, check_hessian in ((0.0, False), (1.0, True)):
             args = (F, n_bins, None, l2, 2, check_hessian)
-            full = tree_mod._SplitFinder(*args)(cum, G, H, C)
-            fast = tree_mod._SplitFinder(*args, may_have_missing=False)(cum, G, H, C)
+            with np.errstate(divide="ignore", invalid="ignore"):  # as grow_tree calls it
+                full = tree_mod._SplitFinder(*args)(cum, G, H, C)
+                fast = tree_mod._SplitFinder(*args, may_have_missing=False)(cum, G, H, C)
             assert fast == full
             assert any(s is not None for s in full)
 
