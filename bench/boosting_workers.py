@@ -15,6 +15,7 @@ The benchmark fit is make_classification(50000, 20, n_informative=10), max_iter=
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import sys
 import threading
@@ -29,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sklearn.datasets import make_classification  # noqa: E402
 
 from core.context import FitContext  # noqa: E402
+from core.ensemble import _hist_gbm as H  # noqa: E402
 from core.ensemble import _hist_gbm_tree as T  # noqa: E402
 from core.ensemble import _hist_gbm_worker as W  # noqa: E402
+from core.ensemble._binning import BinMapper  # noqa: E402
+from core.ensemble._hist_gbm_loss import BinaryLogLoss  # noqa: E402
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier  # noqa: E402
 
 KW = dict(max_iter=100, early_stopping=False, random_state=0)
@@ -169,8 +173,9 @@ def profile():
             finally:
                 who = "fitting process" if os.getpid() == main else "worker"
                 acc[(who, key)] = acc.get((who, key), 0.0) + time.perf_counter() - t
-        setattr(owner, name, run)
-        patched.append((owner, name, fn))
+        static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+        setattr(owner, name, staticmethod(run) if static else run)
+        patched.append((owner, name, staticmethod(fn) if static else fn))
 
     timed(T.HistogramBuilder, "split", "split (its row part, waiting included)")
     timed(T.HistogramBuilder, "root_hist", "root histograms")
@@ -178,6 +183,10 @@ def profile():
     timed(T, "_cumsum_bins", "cumulative sums")
     timed(T._SplitFinder, "__call__", "scoring")
     timed(W, "_recv", "waiting for a command")
+    timed(BinMapper, "fit_transform_T", "binning")
+    timed(BinaryLogLoss, "grad_hess", "gradients")
+    timed(T.HistogramBuilder, "leaf_rows", "leaf rows")
+    timed(H, "grow_tree", "growing trees (splits, cumulative sums, scoring, root histograms and the rest)")
     out = f"/tmp/boosting_workers_{main}.txt"
     real_exit = os._exit
 
