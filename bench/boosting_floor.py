@@ -46,8 +46,9 @@ def timed(name, fn):
 
 def instrument():
     T._csc_matvecs = timed("kernel", T._csc_matvecs)
-    for name in ("accumulate", "root_part", "partition"):
-        setattr(T.HistogramBuilder, name, timed(name, getattr(T.HistogramBuilder, name)))
+    for name in ("accumulate", "root_part", "partition", "_partition_parts"):
+        # (one process partitions a node's two row parts in one pass: _partition_parts)
+        setattr(T.HistogramBuilder, name, timed(name.strip("_").replace("_parts", ""), getattr(T.HistogramBuilder, name)))
     T._cumsum_bins = timed("cumsum", T._cumsum_bins)
     T._SplitFinder.__call__ = timed("scoring", T._SplitFinder.__call__)
 

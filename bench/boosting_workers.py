@@ -34,7 +34,6 @@ from core.ensemble import _hist_gbm as H  # noqa: E402
 from core.ensemble import _hist_gbm_tree as T  # noqa: E402
 from core.ensemble import _hist_gbm_worker as W  # noqa: E402
 from core.ensemble._binning import BinMapper  # noqa: E402
-from core.ensemble._hist_gbm_loss import BinaryLogLoss  # noqa: E402
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier  # noqa: E402
 
 KW = dict(max_iter=100, early_stopping=False, random_state=0)
@@ -110,10 +109,11 @@ def threads():
 
     def work(i, m):
         parts, n_left = nodes[m]
-        _, _, hist = builders[i].split(parts, (0, 1, 2), 3, 100, False, None, n_left, 0)
-        T._cumsum_bins(hist, out=bufs[i][0], tmp=bufs[i][1])
+        _, _, hist = builders[i].split(parts, (0, 1, 2), 3, 100, False, None, n_left, 0, out=bufs[i][1])
+        T._cumsum_bins(hist, out=bufs[i][0])
         np.subtract(parent, bufs[i][0], out=bufs[i][1])
-        finders[i](bufs[i], [1.0, 2.0], [100.0, 200.0], [float(n_left), float(m - n_left)])
+        with np.errstate(divide="ignore", invalid="ignore"):  # as grow_tree
+            finders[i](bufs[i], [1.0, 2.0], [100.0, 200.0], [float(n_left), float(m - n_left)])
 
     pool = ThreadPoolExecutor(1)
     print("| node rows (each) | one thread, both nodes (us) | two threads, one node each (us) | speed-up |")
@@ -184,8 +184,8 @@ def profile():
     timed(T._SplitFinder, "__call__", "scoring")
     timed(W, "_recv", "waiting for a command")
     timed(BinMapper, "fit_transform_T", "binning")
-    timed(BinaryLogLoss, "grad_hess", "gradients")
-    timed(T.HistogramBuilder, "leaf_rows", "leaf rows")
+    timed(T.HistogramBuilder, "gradients", "gradients (its row part, waiting included)")
+    timed(T.HistogramBuilder, "add_leaf_values", "leaf values into the raw predictions (its row part, waiting included)")
     timed(H, "grow_tree", "growing trees (splits, cumulative sums, scoring, root histograms and the rest)")
     out = f"/tmp/boosting_workers_{main}.txt"
     real_exit = os._exit

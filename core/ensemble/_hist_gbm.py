@@ -104,17 +104,26 @@ class HistGradientBoostingMixin:
         mapper = BinMapper(p["max_bins"], cat)
         XbT = mapper.fit_transform_T(X_tr, rng, n_threads=n_workers)
         XvT = mapper.transform_T(X_va) if early else None
-        n_tr = X_tr.shape[0]
         missing_bin = mapper.missing_bin_
         valid_bins = np.arange(missing_bin)[None, :] < mapper.n_bins_non_missing_[:, None]
         valid_bins[mapper.is_categorical_] = False  # categorical features: subset splits instead
         baseline = np.asarray(loss.baseline(y_tr, w_tr), dtype=np.float64)
-        raw = np.tile(baseline, (n_tr, 1))
         raw_va = np.tile(baseline, (len(y_va), 1)) if early else None
         constant_hessian = loss.constant_hessian and w_tr is None
         ensemble = TreeEnsemble(K, missing_bin)
         hist_builder = HistogramBuilder(XbT, missing_bin + 1, constant_hessian, K, n_workers)
         g, h = hist_builder.g, hist_builder.h  # (K, n) views: the loss writes in place
+        raw = hist_builder.raw  # (n, K): shared with the worker, which updates and differentiates its part
+        raw[:] = baseline
+
+        def gradients(lo, hi):  # the loss's gradients/hessians of rows [lo, hi), in place
+            ww = None if w_tr is None else w_tr[lo:hi]
+            if K == 1:
+                loss.grad_hess(y_tr[lo:hi], raw[lo:hi, 0], ww, g[0, lo:hi], h[0, lo:hi])
+            else:
+                loss.grad_hess(y_tr[lo:hi], raw[lo:hi], ww, g[:, lo:hi], h[:, lo:hi])
+
+        hist_builder.gradient_fn = gradients
         is_abs = isinstance(loss, AbsoluteError)
         grow_kw = dict(
             constant_hessian=constant_hessian,
@@ -139,28 +148,22 @@ class HistGradientBoostingMixin:
         max_iter = p["max_iter"]
         with hist_builder:
             for it in range(max_iter):
-                if K == 1:
-                    loss.grad_hess(y_tr, raw[:, 0], w_tr, g[0], h[0])
-                else:
-                    loss.grad_hess(y_tr, raw, w_tr, g, h)
+                hist_builder.gradients()
                 for k in range(K):
                     hist_builder.use_output(k)
                     nodes, leaves = grow_tree(hist_builder, g[k], h[k], **grow_kw)
-                    col = raw[:, k]
                     if is_abs:
                         # absolute error: the Newton leaf value is only a direction;
                         # re-set each leaf to the (weighted) median residual (as scikit-learn)
-                        for node_id, idx in leaves:
+                        col = raw[:, k]
+                        for node_id, idx in hist_builder.leaf_rows(leaves):
                             rows = slice(None) if idx is None else idx
                             resid = y_tr[rows] - col[rows]
                             ww = None if w_tr is None else w_tr[rows]
                             nodes["value"][node_id] = p["learning_rate"] * weighted_median(resid, ww)
-                    values = nodes["value"]
-                    for node_id, idx in leaves:
-                        if idx is None:
-                            col += values[node_id]
-                        else:
-                            col[idx] += values[node_id]
+                            col[rows] += nodes["value"][node_id]
+                    else:
+                        hist_builder.add_leaf_values(leaves, nodes["value"], k)
                     if early:
                         predict_nodes_binned(nodes, XvT, missing_bin, raw_va[:, k])
                     ensemble.add(nodes, mapper.edges_, k)

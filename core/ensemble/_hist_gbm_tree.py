@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from ._hist_gbm_worker import LEAVES, ROOT, SPLIT, RowWorker, SharedArrays
+from ._hist_gbm_worker import GRADIENTS, LEAF_VALUES, LEAVES, ROOT, SPLIT, RowWorker, SharedArrays
 
 __all__ = ["grow_tree", "TreeEnsemble", "HistogramBuilder"]
 
@@ -84,7 +84,10 @@ class HistogramBuilder:
     the root; with two parts and no worker, the parts are views of the third).
     Used as a context manager with ``n_workers=2``, a forked ``RowWorker``
     holds and processes part 1 while this process does part 0; the nodes
-    then carry None for part 1.
+    then carry None for part 1.  The fit's raw predictions ``raw`` (n, K) and
+    gradients live here too, so that each process computes the gradients of
+    its part (``gradients``) and adds the leaf values to its part's raw
+    predictions (``add_leaf_values``).
     """
 
     def __init__(self, XbT, n_bins, constant_hessian, n_outputs=1, n_workers=1):
@@ -108,11 +111,17 @@ class HistogramBuilder:
         self.shared = None
         if use_worker:  # what the worker process reads (gradients) and writes (its histogram, leaf rows)
             self.shared = SharedArrays({"W": ((n_outputs, n, q), np.float64), "Y": ((self.n_cols, q), np.float64),
-                                        "rows": ((n - self.n1,), np.intp), "error": ((512,), np.uint8)})
+                                        "rows": ((n - self.n1,), np.intp), "raw": ((n, n_outputs), np.float64),
+                                        "error": ((512,), np.uint8)})
             self._W = self.shared.arrays["W"]
             self._Yw = self.shared.arrays["Y"]  # the worker's histogram of its part
+            self.raw = self.shared.arrays["raw"]
         else:
             self._W = np.empty((n_outputs, n, q))
+            self.raw = np.empty((n, n_outputs))
+        # the loss's gradients/hessians of rows [lo, hi) (from ``raw``) into ``g``/``h``: ``gradient_fn(lo, hi)``,
+        # set by the fit before the worker is forked
+        self.gradient_fn = None
         # per output: rows [g, h, 1] (or [g, 1]); ``g``/``h`` are views the loss writes into
         self._W[:, :, -1] = 1.0
         self.g = self._W[:, :, 0]
@@ -145,6 +154,34 @@ class HistogramBuilder:
         if worker is not None:
             worker.close(graceful=exc_type is None)
             self.worker_peak_traced = worker.peak_traced
+
+    def gradients(self):
+        """Gradients and hessians of every row (``gradient_fn``); the worker computes those of its part meanwhile.
+        Row by row, so the same values in one or two calls."""
+        worker = self._worker
+        if worker is None:
+            self.gradient_fn(0, self.n)
+            return
+        worker.send(GRADIENTS)
+        self.gradient_fn(0, self.n1)
+        worker.wait()
+
+    def add_leaf_values(self, leaves, values, k):
+        """``raw[:, k] += values[id]`` on the rows of each leaf of ``leaves`` ``[(id, parts, count)]`` (the
+        worker on its part, meanwhile).  Ends the worker's tree: it drops its rows."""
+        col = self.raw[:, k]
+        worker = self._worker
+        if worker is None:
+            for i, parts, _ in leaves:
+                rows = self.rows_of(parts)
+                col[slice(None) if rows is None else rows] += values[i]
+            return
+        ids = [i for i, _, _ in leaves]
+        payload = np.array(ids, dtype=np.int64).tobytes() + np.array([values[i] for i in ids]).tobytes()
+        worker.send(LEAF_VALUES, len(ids), output=k, payload=payload)
+        for i, (p0, _), _ in leaves:
+            col[slice(0, self.n1) if p0 is None else p0] += values[i]
+        worker.wait()
 
     def use_output(self, k):
         """Histogram the gradients/hessians of output ``k`` (``self.g[k]``, ``self.h[k]``)."""
@@ -597,8 +634,9 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
     """Grow one tree leaf-wise (best-gain leaf first).
 
     Returns ``(nodes, leaves)``: ``nodes`` is a dict of flat lists (feature, bin,
-    missing_left, left, right, value), ``leaves`` a list of ``(node_id, idx)``
-    where ``idx`` is the array of training rows in that leaf (None = all rows).
+    missing_left, left, right, value), ``leaves`` a list of ``(node_id, parts, count)``
+    (``parts``: the leaf's rows, see ``HistogramBuilder``).  The caller ends the tree
+    with ``hist_builder.add_leaf_values`` or ``hist_builder.leaf_rows``.
     """
     XbT = hist_builder.XbT  # (F, n) uint8 bins, for partitioning
     n = XbT.shape[1]
@@ -770,7 +808,7 @@ def grow_tree(hist_builder, g, h, *, constant_hessian, valid_bins, missing_bin, 
         "value": value,
         "cats": cats,
     }
-    return nodes, hist_builder.leaf_rows([(nd.id, nd.idx, nd.C) for nd in leaves.values()])
+    return nodes, [(nd.id, nd.idx, nd.C) for nd in leaves.values()]
 
 
 class TreeEnsemble:

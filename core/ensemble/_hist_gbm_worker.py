@@ -44,8 +44,11 @@ __all__ = ["SharedArrays", "RowWorker", "WorkerError"]
 
 _SPIN = 2e-4  # seconds a side polls its pipe before it blocks (a split's serial part is ~0.1 ms)
 
-ROOT, SPLIT, LEAVES, EXIT = 1, 2, 3, 4
-_HEAD = struct.Struct("<10q")  # cmd, node, left, right, feature, bin, missing_left, side, output, has_cat
+ROOT, SPLIT, LEAVES, EXIT, GRADIENTS, LEAF_VALUES = 1, 2, 3, 4, 5, 6
+# cmd, node (LEAF_VALUES: the number of leaves), left, right, feature, bin, missing_left, side, output, has_cat;
+# then n_bins bytes (a categorical split's left bins); LEAF_VALUES then carries that many int64 leaf ids and
+# float64 values
+_HEAD = struct.Struct("<10q")
 _REPLY = struct.Struct("<2q")  # status (0 ok), value
 
 
@@ -177,11 +180,11 @@ class RowWorker:
         return WorkerError("the histogram worker process ended during the fit" + (f": {reason}" if reason else ""))
 
     def send(self, cmd, node=0, left=0, right=0, f=0, b=0, missing_left=False, side=-1, output=0,
-             cat_set=None):
+             cat_set=None, payload=b""):
         cat = self._no_cat if cat_set is None else np.ascontiguousarray(cat_set, dtype=bool).tobytes()
         head = _HEAD.pack(cmd, node, left, right, f, b, int(missing_left), side, output, cat_set is not None)
         try:
-            _send(self._cmd, head + cat)
+            _send(self._cmd, head + cat + payload)
         except OSError:  # BrokenPipeError: the worker is gone
             raise self._ended() from None
 
@@ -223,7 +226,8 @@ class RowWorker:
 
 
 def _serve(hb, cmd_r, rep_w, size):  # pragma: no cover - runs in the child
-    """The worker's loop: holds its part of every leaf's rows (node id -> rows; 0 = the root, all rows)."""
+    """The worker's loop: holds its part of every leaf's rows (node id -> rows; 0 = the root, all rows), computes
+    its rows' gradients and adds its rows' leaf values to the raw predictions (both in the shared mapping)."""
     gc.disable()  # never run finalizers of the parent's objects here
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
@@ -235,6 +239,7 @@ def _serve(hb, cmd_r, rep_w, size):  # pragma: no cover - runs in the child
     rows = {0: None}
     Y = hb.shared.arrays["Y"]
     out = hb.shared.arrays["rows"]
+    mine = slice(hb.n1, hb.n)
     while True:
         try:
             msg = _recv(cmd_r, size)
@@ -252,9 +257,21 @@ def _serve(hb, cmd_r, rep_w, size):  # pragma: no cover - runs in the child
                 Y.fill(0.0)
                 hb.accumulate((idx_l, idx_r)[side], Y)
             value = len(idx_l)
-        elif cmd == ROOT:
+        elif cmd == ROOT:  # a new tree
+            rows = {0: None}
             hb.use_output(k)
             hb.root_part(1, Y)
+        elif cmd == GRADIENTS:
+            hb.gradient_fn(hb.n1, hb.n)
+        elif cmd == LEAF_VALUES:  # every node held is a leaf: add its value to its rows, then a new tree
+            payload = _recv(cmd_r, 16 * node)
+            ids = np.frombuffer(payload, np.int64, node).tolist()
+            values = np.frombuffer(payload, np.float64, node, 8 * node).tolist()
+            col = hb.raw[:, k]
+            for i, v in zip(ids, values, strict=True):
+                part = rows[i]
+                col[mine if part is None else part] += v
+            rows = {0: None}
         elif cmd == LEAVES:  # every node held is a leaf: their rows in ascending id order, then a new tree
             pos = 0
             for key in sorted(rows):

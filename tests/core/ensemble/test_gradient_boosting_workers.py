@@ -235,6 +235,40 @@ def test_the_worker_s_failure_reason_reaches_the_fit(monkeypatch):
         GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, X[:, 0] > 0)
 
 
+@pytest.mark.parametrize("where", ["gradients", "leaf values"])
+def test_a_failure_in_the_worker_s_gradients_or_leaf_values_reaches_the_fit(monkeypatch, forks, where):
+    """The worker computes its rows' gradients and adds its rows' leaf values: an exception there fails the
+    fit with its text, and the worker is reaped."""
+    from core.ensemble import _hist_gbm_loss as loss_mod
+
+    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    parent = os.getpid()
+    if where == "gradients":
+        grad_hess = loss_mod.BinaryLogLoss.grad_hess
+
+        def failing(y, raw, w, g, h):
+            if os.getpid() != parent:
+                raise FloatingPointError("overflow in the gradients")
+            return grad_hess(y, raw, w, g, h)
+
+        monkeypatch.setattr(loss_mod.BinaryLogLoss, "grad_hess", staticmethod(failing))
+        message = "FloatingPointError: overflow in the gradients"
+    else:  # the fitting process names a leaf the worker does not hold
+        add = tree_mod.HistogramBuilder.add_leaf_values
+
+        def wrong_leaf(self, leaves, values, k):
+            return add(self, [(10**6, parts, count) for _, parts, count in leaves], {10**6: 0.0}, k)
+
+        monkeypatch.setattr(tree_mod.HistogramBuilder, "add_leaf_values", wrong_leaf)
+        message = "KeyError: 1000000"
+    X, _ = _data()
+    est = GradientBoostingClassifier(max_iter=25, early_stopping=False)
+    with pytest.raises(worker_mod.WorkerError, match=message):
+        est.fit(X, (X[:, 0] > 0).astype(int))
+    assert not hasattr(est, "n_iter_")
+    assert len(forks) == 1 and _gone(forks[0])
+
+
 def _mapping_starts(pid):
     with open(f"/proc/{pid}/maps") as f:
         return {int(line.split("-", 1)[0], 16) for line in f}
