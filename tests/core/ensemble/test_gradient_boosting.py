@@ -634,20 +634,3 @@ def test_histogram_pair_buffers_consolidated_or_not_give_the_same_trees():
             assert len(buffers) <= max_leaf_nodes // 2 + 2
         assert trees == grow(400, max_leaf_nodes)[0]
         assert len(trees[0]["feature"]) > 40
-
-
-@pytest.mark.parametrize("kind", ["binary", "multiclass, weighted"])
-def test_gradients_by_chunks_give_the_same_model(monkeypatch, kind):
-    """The fit computes the loss's gradients in row chunks (bounded temporaries): the same model as in one call."""
-    import core.ensemble._hist_gbm as hist_gbm_mod
-
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(3_000, 4))
-    y = (X[:, 0] + X[:, 1] > 0).astype(int) if kind == "binary" else np.digitize(X[:, 0], [-0.5, 0.5])
-    kw = {} if kind == "binary" else {"sample_weight": rng.uniform(0.5, 2.0, len(X))}
-    outs = []
-    for chunk in (10**9, 1000):  # one call; then 1,024-row chunks (the floor), a short last chunk
-        monkeypatch.setattr(hist_gbm_mod, "_GRADIENT_CHUNK", chunk)
-        est = GradientBoostingClassifier(max_iter=10, early_stopping=False, random_state=0).fit(X, y, **kw)
-        outs.append(est.predict_proba(X))
-    np.testing.assert_array_equal(outs[0], outs[1])
