@@ -74,9 +74,9 @@ class AbsoluteError(SquaredError):
 
 
 def _sigmoid(raw):
-    """``1 / (1 + e^-raw)``: NumPy's vectorised exp makes it ~3x faster than ``scipy.special.expit``
-    (50,000 values: ~90 us against ~290 us), to a few ulps of it.  ``e^-raw`` overflows to inf
-    below raw = -709, where the result is 0, as expit's."""
+    """``1 / (1 + e^-raw)``, within 4 ulps of ``scipy.special.expit``: with NumPy's vectorised exp the
+    log-loss gradients of 50,000 rows take ~150 us against ~330 us (``bench/boosting_parts.py gradients``).
+    ``e^-raw`` overflows to inf below raw ~ -709.8, where the result is 0, as expit's."""
     with np.errstate(over="ignore"):
         p = np.exp(np.negative(raw))
     p += 1.0

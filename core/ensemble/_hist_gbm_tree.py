@@ -109,7 +109,8 @@ class HistogramBuilder:
         self.q = q = 2 if constant_hessian else 3
         use_worker = n_workers >= 2 and self.two_parts and _CAN_FORK and _csc_matvecs is not None
         self.shared = None
-        if use_worker:  # what the worker process reads (gradients) and writes (its histogram, leaf rows)
+        if use_worker:  # what both processes read and write: raw predictions, gradients, the worker's histogram
+            # and leaf rows
             self.shared = SharedArrays({"W": ((n_outputs, n, q), np.float64), "Y": ((self.n_cols, q), np.float64),
                                         "rows": ((n - self.n1,), np.intp), "raw": ((n, n_outputs), np.float64),
                                         "error": ((512,), np.uint8)})

@@ -5,7 +5,10 @@ The training rows are cut in two parts at ``n1``: the fitting process owns rows
 partition their own rows of the node and histogram their own rows of the child
 that gets a histogram; the fitting process then adds the worker's histogram to
 its own.  Cumulative sums, split scoring and all decisions stay in the fitting
-process, so the worker only needs the node ids and the split rule.
+process, so the worker only needs the node ids and the split rule.  Each process
+also computes its rows' gradients every iteration and adds the leaf values to
+its rows' raw predictions at the end of a tree (the fitting process sends the
+leaf ids and values).
 
 Why a process and not a thread: the per-node work is a few hundred NumPy calls
 of 5-100 us each, and two Python threads hand the GIL over at every call (two
@@ -13,9 +16,10 @@ threads on two nodes at once ran at 0.55-1.41x the speed of one, by node size;
 ``bench/boosting_workers.py threads``).
 
 The worker is forked once per fit: the binned codes are shared copy-on-write
-(never written), the gradients/hessians and the worker's histogram and leaf
-rows live in an anonymous shared mapping.  Commands and replies are fixed-size
-messages on two pipes (atomic below ``PIPE_BUF``); each side polls its pipe for
+(never written), the raw predictions, gradients/hessians and the worker's
+histogram and leaf rows live in an anonymous shared mapping.  Commands and
+replies are fixed-size messages on two pipes (atomic below ``PIPE_BUF``; the
+leaf values follow their command); each side polls its pipe for
 ``_SPIN`` seconds before it blocks, so a round trip costs microseconds when both
 processes have a core and no CPU when one waits long.  The worker ends when its
 command pipe closes (the fitting process stopped or died) and the fitting
