@@ -73,11 +73,14 @@ class BinMapper:
             rows = np.sort(rng.choice(n, _SUBSAMPLE, replace=False))
             X = X[rows]
         cat = np.zeros(n_features, dtype=bool) if self.categorical is None else self.categorical
+        def fit_column(j):
+            return self._fit_column(X[:, j], cat[j], j, out)
+
         if n_threads > 1 and n_features > 1:
             with ThreadPoolExecutor(min(n_threads, n_features)) as pool:
-                columns = list(pool.map(lambda j: self._fit_column(X[:, j], cat[j], j, out), range(n_features)))
+                columns = list(pool.map(fit_column, range(n_features)))
         else:
-            columns = [self._fit_column(X[:, j], cat[j], j, out) for j in range(n_features)]
+            columns = list(map(fit_column, range(n_features)))
         edges = [e for e, _, _ in columns]
         n_bins = np.array([k for _, k, _ in columns], dtype=np.intp)
         with_nan = [j for j, (_, _, nan) in enumerate(columns) if nan]
