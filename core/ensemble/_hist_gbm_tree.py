@@ -410,14 +410,14 @@ _TRIU = np.triu(np.ones((_BLOCK, _BLOCK)))
 _STRICT_UPPER: dict = {}
 
 
-def _cumsum_bins(hist, out=None, tmp=None):
+def _cumsum_bins(hist, out=None):
     """Inclusive cumulative sums over the last (bin) axis of a histogram array.
 
     ``np.cumsum`` is one sequential add chain; for bin counts that are multiples of
     16 a blocked version is ~2x faster: one (rows * n_blocks, 16) @ (16, 16)
     upper-triangular product gives the sums within blocks, one (rows, n_blocks)
-    @ strictly-upper-triangular product the block offsets.  ``hist`` may be a
-    strided view; it is then copied into ``tmp`` (or a new array) first.
+    @ strictly-upper-triangular product the block offsets.  Callers pass contiguous
+    histograms (``HistogramBuilder`` writes them so); a strided view is copied first.
     """
     n_bins = hist.shape[-1]
     if n_bins % _BLOCK or n_bins < 4 * _BLOCK:
@@ -426,11 +426,7 @@ def _cumsum_bins(hist, out=None, tmp=None):
     n_blocks = n_bins // _BLOCK
     if out is None:
         out = np.empty(hist.shape)
-    if not hist.flags.c_contiguous:
-        if tmp is None:
-            tmp = np.empty(hist.shape)
-        np.copyto(tmp, hist)
-        hist = tmp
+    hist = np.ascontiguousarray(hist)
     np.matmul(hist.reshape(-1, _BLOCK), _TRIU, out=out.reshape(-1, _BLOCK))
     su = _STRICT_UPPER.get(n_blocks)
     if su is None:

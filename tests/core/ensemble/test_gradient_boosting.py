@@ -634,3 +634,17 @@ def test_histogram_pair_buffers_consolidated_or_not_give_the_same_trees():
             assert len(buffers) <= max_leaf_nodes // 2 + 2
         assert trees == grow(400, max_leaf_nodes)[0]
         assert len(trees[0]["feature"]) > 40
+
+
+def test_blocked_cumulative_sum_matches_numpy_on_contiguous_and_strided_histograms():
+    """_cumsum_bins (blocked matmuls for multiples of 16 bins, np.cumsum otherwise) equals np.cumsum."""
+    from core.ensemble._hist_gbm_tree import _cumsum_bins
+
+    rng = np.random.default_rng(2)
+    for n_bins in (256, 64, 17):
+        contiguous = rng.normal(size=(3, 5, n_bins))
+        strided = rng.normal(size=(5, n_bins, 3)).transpose(2, 0, 1)  # HistogramBuilder's accumulation layout
+        for hist in (contiguous, strided):
+            np.testing.assert_allclose(_cumsum_bins(hist), np.cumsum(hist, axis=-1), rtol=1e-12, atol=1e-12)
+            out = np.empty(hist.shape)
+            assert _cumsum_bins(hist, out=out) is out
