@@ -15,10 +15,13 @@ import logging
 from time import perf_counter_ns
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 
 from ..errors import ProblemError, TooLarge, UnsupportedMedia, invalid, problem_response
 from ..observability import new_request_id, request_id_var, valid_request_id
-from .models import predict_payload
+from ..services.inference import INLINE_BODY_BYTES
+from .common import decode_json as orjson_loads
+from .models import _decode_and_predict, predict_payload
 
 log = logging.getLogger("orchard")
 ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route template
@@ -81,24 +84,31 @@ class PredictFrontDoor:
                     status = 499  # the client went away before sending its body
                     return
                 body = msg.get("body", b"")
-                while msg.get("more_body", False):
-                    msg = await receive()
-                    if msg["type"] == "http.disconnect":
-                        status = 499
-                        return
-                    body += msg.get("body", b"")
-                    if len(body) > limit:
-                        raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+                if msg.get("more_body", False):  # chunks joined once (never body += chunk: quadratic)
+                    chunks, size = [body], len(body)
+                    while msg.get("more_body", False):
+                        msg = await receive()
+                        if msg["type"] == "http.disconnect":
+                            status = 499
+                            return
+                        chunk = msg.get("body", b"")
+                        size += len(chunk)
+                        if size > limit:
+                            raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+                        chunks.append(chunk)
+                    body = b"".join(chunks)
                 if len(body) > limit:
                     raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
                 if not body:
                     raise invalid(["body"], "the request body is empty; send a JSON object")
-                try:
-                    payload = orjson.loads(body)
-                except orjson.JSONDecodeError as exc:
-                    raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
                 runtime = self.runtime or self.get_runtime()
-                out = predict_payload(runtime.cache.get(model_id), payload, runtime.settings.max_predict_rows)
+                bundle = runtime.cache.peek(model_id)
+                if bundle is None:  # cold: loaded on a worker thread, never on the event loop
+                    bundle = await run_in_threadpool(runtime.cache.get, model_id)
+                if len(body) <= INLINE_BODY_BYTES:
+                    out = predict_payload(bundle, orjson_loads(body), runtime.settings.max_predict_rows)
+                else:  # a large body: decoded and predicted on a worker thread
+                    out = await run_in_threadpool(_decode_and_predict, bundle, body, runtime.settings.max_predict_rows)
             except ProblemError as exc:
                 if self.on_predict:
                     self.on_predict(model_id, 0, exc.status)

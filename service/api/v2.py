@@ -21,6 +21,7 @@ from ..schemas.v2 import (
     V2Error,
 )
 from ..services import oip
+from ..services.inference import run_sized
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
 EXTENSIONS = ["binary_tensor_data"]
@@ -48,14 +49,12 @@ def resolve(request: Request, model_name: str) -> dict:
     return found[0]
 
 
-def _bundle(request: Request, model_name: str):
+async def _bundle(request: Request, model_name: str):
     cache = rt(request).cache
-    if model_name in cache._items:  # fast path for ids already loaded
-        try:
-            return cache.get(model_name)
-        except NotFound:
-            pass
-    return cache.get(resolve(request, model_name)["id"])
+    bundle = cache.peek(model_name)  # an id already loaded: no lookup
+    if bundle is not None:
+        return bundle
+    return await cache.aget(resolve(request, model_name)["id"])
 
 
 @router.get("/health/live", response_model=ServerLive, operation_id="v2_server_live")
@@ -157,8 +156,12 @@ async def _infer(request: Request, model_name: str) -> Response:
     if hlen is None and ctype not in ("application/json", ""):
         raise ProblemError(f"content type {ctype!r} is not supported: send application/json, or binary tensor "
                            "data with an Inference-Header-Content-Length header", status=415)
-    bundle = _bundle(request, model_name)
+    bundle = await _bundle(request, model_name)
     body = await request.body()
+    return await run_sized(len(body), _infer_sync, request, bundle, model_name, body, hlen)
+
+
+def _infer_sync(request: Request, bundle, model_name: str, body: bytes, hlen) -> Response:
     req = oip.parse_infer_request(body, hlen)
     caps = oip.bundle_capabilities(bundle)
     available = [o["name"] for o in oip.available_outputs(bundle.task, caps, bundle.classes)]
