@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from ..errors import ProblemError
+from ..errors import NotFound, ProblemError
 
 DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(bool), "INT8": np.dtype("<i1"), "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"),
@@ -369,3 +369,45 @@ def encode_response(model_name: str, request_id: str | None, results: dict[str, 
     if not blobs:
         return data, None
     return data + b"".join(blobs), len(data)
+
+
+# -- one inference request, for the route and the front door alike ------------------------------------
+def resolve_model(meta, model_name: str) -> dict:
+    """The model record for an id or a unique name."""
+    record = meta.get_model(model_name)
+    if record is not None:
+        return record
+    found = meta.find_models_by_name(model_name)
+    if not found:
+        raise NotFound(f"no model has the id or name {model_name!r}")
+    if len(found) > 1:
+        ids = ", ".join(sorted(m["id"] for m in found))
+        raise V2Error(f"model name {model_name!r} is ambiguous: {len(found)} models share it ({ids}); "
+                      "use the model id instead")
+    return found[0]
+
+
+def infer(bundle, model_name: str, body: bytes, header_length: str | None,
+          max_rows: int) -> tuple[bytes, int | None, int]:
+    """Answer one inference request: (body, JSON header length when binary outputs follow, rows predicted)."""
+    req = parse_infer_request(body, header_length)
+    caps = bundle_capabilities(bundle)
+    available = [o["name"] for o in available_outputs(bundle.task, caps, bundle.classes)]
+    if req.outputs is None:
+        wanted = available
+        binary = dict.fromkeys(wanted, req.binary_output)
+    else:
+        wanted, binary = [], {}
+        for o in req.outputs:
+            if o["name"] not in available:
+                raise V2Error(f"unknown output {o['name']!r}: this model's outputs are {', '.join(available)}")
+            wanted.append(o["name"])
+            binary[o["name"]] = bool((o.get("parameters") or {}).get("binary_data", req.binary_output))
+    X = matrix_from_tensors(bundle, req.inputs, max_rows)
+    results = run_inference(bundle, X, wanted)
+    extra = {}
+    if "predict_proba" in results and bundle.classes is not None:
+        extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
+    n = next(iter(results.values()))[1].shape[0] if results else 0
+    data, json_len = encode_response(model_name, req.id, results, binary, extra)
+    return data, json_len, n
