@@ -1,16 +1,16 @@
 """Discrete Bayesian networks: CPTs, exact inference by variable elimination, d-separation,
 parameter learning by MLE / Dirichlet MAP and EM.
 
-Seed 000 §6-7 (notes/000.md §1.7-1.8, W3, W4).
+[Passerini §6-7].
 
-* Factorisation (seed l.1261): ``p(x_1..x_m) = prod_i p(x_i | Pa(x_i))``.
+* Factorisation ([Passerini §6]): ``p(x_1..x_m) = prod_i p(x_i | Pa(x_i))``.
 * Inference (the notes give no algorithm, [GAP]): sum-product variable elimination over
   factor tables.  Evidence is applied by indexing each CPT; every factor may carry a
   leading *batch* axis (one row per query case), so a whole data set is answered with a
   few ``np.einsum`` calls.  Variables that are not ancestors of the query or the evidence
   are barren and pruned (their CPTs sum to one).  Per-row rescaling keeps products from
   underflowing; the scales are accumulated, so ``log P(evidence)`` is exact.
-* d-separation (seed l.1503-1519) by the reachability ("Bayes-ball") algorithm of Koller &
+* d-separation ([Passerini §6]) by the reachability ("Bayes-ball") algorithm of Koller &
   Friedman (Alg. 3.1): a trail is active iff every head-to-head node on it is in, or has a
   descendant in, the conditioning set and no other node on it is in that set.
 * Parameters (seed 7.6): ``theta_{x|u} = (N_{u,x} + alpha) / sum_x (N_{u,x} + alpha)``;
@@ -46,7 +46,7 @@ class BayesianNetwork:
     cpts:
         optional ``{variable: table}`` (see the module docstring for the layout).
 
-    Example (seed 000 W3, genes A -> C <- B)::
+    Example ([Passerini §6.2], genes A -> C <- B)::
 
         bn = BayesianNetwork([("A", "C"), ("B", "C")], {"A": 2, "B": 2, "C": 2})
         bn.set_cpt("A", [0.3, 0.7]); bn.set_cpt("B", [0.3, 0.7])
@@ -133,7 +133,7 @@ class BayesianNetwork:
         return s
 
     def d_separated(self, x, y, given=()) -> bool:
-        """True iff every trail between ``x`` and ``y`` is blocked by ``given`` (seed l.1503).
+        """True iff every trail between ``x`` and ``y`` is blocked by ``given`` ([Passerini §6]).
 
         ``x``, ``y``, ``given``: a variable or an iterable of variables (disjoint sets).
         Reachability / Bayes-ball (Koller & Friedman Alg. 3.1), O(nodes + edges).

@@ -1,6 +1,6 @@
 """``bayesian_network_classifier``: a discrete Bayesian network over the features and the class.
 
-Seed 000 §6-8 (notes/000.md §1.7-1.9): the class posterior ``P(y | x_observed)`` is computed
+[Passerini §6-8]: the class posterior ``P(y | x_observed)`` is computed
 by exact inference (variable elimination, ``core.graphical.bayesian_network``) in a network
 with a given DAG, or the naive-Bayes structure ``y -> every feature`` by default.  CPTs are
 fitted by MLE (``alpha=0``) or Dirichlet MAP ``(N + alpha) / sum(N + alpha)`` (seed 7.6);

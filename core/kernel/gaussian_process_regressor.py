@@ -1,6 +1,6 @@
 """Gaussian process regression with hyperparameters fitted by maximising the evidence.
 
-Model (seed 001 §5.2, notes/001.md A28): t = y(x) + eps, y ~ GP(0, k_theta), so
+Model ([Colombo §5.2]): t = y(x) + eps, y ~ GP(0, k_theta), so
 t ~ N(0, C) with C = K_theta + alpha I (alpha: jitter / known noise; a ``white``
 kernel term models unknown noise).  With L = chol(C) and a = C^{-1} t
 (two triangular solves, never an explicit inverse):

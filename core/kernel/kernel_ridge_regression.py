@@ -1,4 +1,4 @@
-"""Kernel ridge regression: ridge regression in the dual (seed 001 §5.1.2, notes/001.md A22).
+"""Kernel ridge regression: ridge regression in the dual ([Colombo §5.1.2]).
 
 a = (K + alpha I)^{-1} t (eq. 57), solved by Cholesky (fallback: least squares when
 K + alpha I is singular or indefinite), prediction y(x) = k(x)^T a.  With sample

@@ -1,4 +1,4 @@
-"""BayesianNetwork: seed 000 W3 (genes) and W4 (d-separation), variable elimination against
+"""BayesianNetwork: [Passerini §6.2] (genes) and W4 (d-separation), variable elimination against
 brute-force enumeration of the joint, d-separation against numeric independence, learning."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from core.graphical import BayesianNetwork
 
 
 def genes():
-    """Seed 000 W3 (l.1327-1357), probable reading of Table 6: state 0 = active."""
+    """[Passerini §6.2], probable reading of Table 6: state 0 = active."""
     bn = BayesianNetwork([("A", "C"), ("B", "C")], {"A": 2, "B": 2, "C": 2})
     bn.set_cpt("A", [0.3, 0.7])
     bn.set_cpt("B", [0.3, 0.7])
@@ -87,7 +87,7 @@ def test_canonical_connections(edges, marginal, given_c):
 def test_head_to_head_descendant_unblocks():
     g = BayesianNetwork([("a", "c"), ("b", "c"), ("c", "d")], dict.fromkeys("abcd", 2))
     assert g.d_separated("a", "b")
-    assert not g.d_separated("a", "b", "d")  # seed l.1483-1490
+    assert not g.d_separated("a", "b", "d")  # [Passerini §6]
     with pytest.raises(ValueError, match="disjoint"):
         g.d_separated("a", "a")
 
