@@ -5,7 +5,7 @@ population covariance), [da Silva Neto §3.4].  Centre X, then either
 * ``full``: thin SVD Xc = U S V^T, components = rows of V^T, variances s^2 / (n - 1);
 * ``eigen``: eigendecomposition of the covariance C = Xc^T Xc / (n - 1) (scipy.linalg.eigh);
 * ``randomized``: Halko et al. randomized range finder (power iterations), then SVD.
-The variances use n - 1 (unbiased, as scikit-learn); the seeds' 1/n differs only by a factor
+The variances use n - 1 (unbiased, as scikit-learn); the notes' 1/n differs only by a factor
 and gives the same components and ratios.  Projection Z = (X - mean) V_k^T ([da Silva Neto §3.4] encoding),
 reconstruction X ~ Z V_k + mean; with ``whiten`` Z is divided by sqrt(explained_variance_).
 Sign convention: largest |entry| of each component positive (``_utils.flip_rows``).

@@ -30,7 +30,7 @@ class GaussianDensity(Density):
     """A multivariate normal density ``N(mu, Sigma)`` fitted by MLE or by a conjugate prior.
 
     * ``method="mle"`` ([Passerini §5.1.2]): ``mu = mean(x)``, ``Sigma = (1/n) sum (x - mu)(x - mu)^T``
-      (the seed's 1/n estimator) plus ``reg_covar`` on the diagonal.
+      (the notes' 1/n estimator) plus ``reg_covar`` on the diagonal.
     * ``method="bayesian", prior="normal"`` ([Passerini §5.2.1]): unknown mean with prior
       ``mu ~ N(mu0, s0^2 I)`` and known covariance ``Sigma`` (``noise_variance * I``, or the MLE
       covariance as a plug-in when not given).  Posterior ``N(mu_n, Sigma_n)`` with

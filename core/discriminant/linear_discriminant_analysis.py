@@ -18,7 +18,7 @@ class LinearDiscriminantAnalysis(DiscriminantClassifier):
 
     ``g_k(x) = log pi_k + mu_k^T S^{-1} x - 1/2 mu_k^T S^{-1} mu_k`` ([Arias §4.2.1]), with
     maximum-likelihood means and the within-class covariance ([da Silva Neto §1.4.1]; the
-    seed's pooled 1/m estimator).  Solvers as scikit-learn:
+    notes' pooled 1/m estimator).  Solvers as scikit-learn:
 
     * ``svd``: no covariance matrix is formed; SVD of the within-class-standardised centred data,
       then of the whitened class centres (handles rank deficiency; ``tol`` drops tiny singular values);

@@ -28,7 +28,7 @@ class RegularizedDiscriminantAnalysis(DiscriminantClassifier):
     ``S_k`` is the maximum-likelihood class covariance and ``S = sum_k (n_k/n) S_k`` the pooled
     within-class covariance, so alpha = 1, gamma = 0 is ``quadratic_discriminant_analysis`` and
     alpha = 0 gives the posteriors of ``linear_discriminant_analysis``.  (Friedman's original
-    blends scatter matrices weighted by sample counts; the seed's convex blend of covariances
+    blends scatter matrices weighted by sample counts; the notes' convex blend of covariances
     is used here.)
     """
 

@@ -13,7 +13,7 @@ parameter learning by MLE / Dirichlet MAP and EM.
 * d-separation ([Passerini §6]) by the reachability ("Bayes-ball") algorithm of Koller &
   Friedman (Alg. 3.1): a trail is active iff every head-to-head node on it is in, or has a
   descendant in, the conditioning set and no other node on it is in that set.
-* Parameters (seed 7.6): ``theta_{x|u} = (N_{u,x} + alpha) / sum_x (N_{u,x} + alpha)``;
+* Parameters ([Passerini §7.6]): ``theta_{x|u} = (N_{u,x} + alpha) / sum_x (N_{u,x} + alpha)``;
   ``alpha = 0`` is the MLE (7.4).  A parent configuration never seen with ``alpha = 0`` gets
   a uniform distribution (0/0 is undefined).  With missing values, EM (7.7-7.8) replaces
   counts by expected counts computed with the inference above.
@@ -364,8 +364,8 @@ class BayesianNetwork:
     def fit(self, data, *, alpha: float = 0.0, max_iter: int = 100, tol: float = 1e-6,
             callback: Callable[[int, float], None] | None = None, sample_weight=None):
         """Learn every CPT from ``data`` (n x len(nodes) state codes in ``self.nodes`` order,
-        NaN = missing).  Complete data: closed form (seed 7.4/7.6).  Missing values: EM
-        (seed 7.7-7.8), initialised from the available-case counts, stopped when the
+        NaN = missing).  Complete data: closed form ([Passerini §7.4, §7.6]).  Missing values: EM
+        ([Passerini §7.7-7.8]), initialised from the available-case counts, stopped when the
         observed-data log-likelihood (+ log prior) improves by less than ``tol`` (relative to
         the number of rows).  ``callback(iteration, log_likelihood)`` runs after each EM step.
         ``sample_weight`` (n,) weights every row's (expected) counts and log-likelihood.

@@ -17,7 +17,7 @@ class MultinomialNB(NaiveBayes):
     [da Silva Neto §1.4.5]: ``phi_{v|k} = (sum_i [y_i = k] x_iv + alpha) /
     (sum_i [y_i = k] n_i + alpha V)`` where ``x_iv`` counts word ``v`` in document ``i``,
     ``n_i = sum_v x_iv`` and V is the vocabulary size (alpha = 1 is Laplace smoothing).  The
-    seed's word-index representation and the count vector give the same likelihood up to the
+    notes' word-index representation and the count vector give the same likelihood up to the
     multinomial coefficient, which does not depend on the class:
     ``g_k(x) = log pi_k + sum_v x_v log phi_{v|k}``.
     """

@@ -20,7 +20,7 @@ of total weight ``S``, weights only, never biases/BN parameters):
 
     + alpha / (2 S) ||W||²  (L2)      + l1 / S ||W||_1  (L1, subgradient sign(W))
 
-Back-propagation (the seeds' delta formulas are garbled; these are the correct ones and
+Back-propagation (the notes' delta formulas [Passerini §13] are garbled; these are the correct ones and
 tests check them against finite differences for every activation/loss pair):
 
     delta_L = (f(z_L) - y) * w / S

@@ -26,7 +26,7 @@ def test_bootstrap_unique_fraction_matches_seed_w6():
     p = {"max_samples": 1.0, "max_features": 1.0, "bootstrap": True, "bootstrap_features": False,
          "oob_score": False, "n_estimators": 400, "random_state": 0}
     frac = np.mean([(c > 0).mean() for c, _, _ in draw_bags(p, n, 3)])
-    assert frac == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.005)  # 0.633968 (W6)
+    assert frac == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.005)  # 0.633968 [Passerini §16.1.1]
 
 
 def test_default_tree_base_with_oob():

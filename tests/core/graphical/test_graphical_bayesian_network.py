@@ -1,4 +1,4 @@
-"""BayesianNetwork: [Passerini §6.2] (genes) and W4 (d-separation), variable elimination against
+"""BayesianNetwork: [Passerini §6.2] (genes) and [Passerini §6.3.6] (d-separation), variable elimination against
 brute-force enumeration of the joint, d-separation against numeric independence, learning."""
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def test_set_cpt_validation_and_parent_order():
         det.query("A", {"B": 1})
 
 
-# ---------------------------------------------------------------- d-separation (W4)
+# ------------------------------------------------------ d-separation [Passerini §6.3.6]
 def w4_graph():
-    """Smallest graph consistent with seed W4: A -> E <- F -> B, E -> C."""
+    """Smallest graph consistent with [Passerini §6.3.6], Fig. 14: A -> E <- F -> B, E -> C."""
     return BayesianNetwork(
         [("A", "E"), ("F", "E"), ("F", "B"), ("E", "C")], dict.fromkeys("AEFBC", 2)
     )

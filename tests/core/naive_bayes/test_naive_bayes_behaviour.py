@@ -1,4 +1,4 @@
-"""Naive Bayes mathematics: seed examples, smoothing, missing values, weights, errors."""
+"""Naive Bayes mathematics: examples from the notes, smoothing, missing values, weights, errors."""
 
 from __future__ import annotations
 
