@@ -197,10 +197,10 @@ def _as_text(arr: np.ndarray) -> list:
 
 
 def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndarray:
-    names = bundle.feature_names
-    index = {n: i for i, n in enumerate(names)}
+    names = bundle._names
+    index = bundle._index
     k = len(names)
-    fast = bool(getattr(bundle.preprocessor, "all_numeric", False))
+    fast = bundle._fast
     if len(tensors) == 1 and tensors[0].name not in index:
         t = tensors[0]
         arr = t.array
@@ -211,10 +211,10 @@ def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndar
         n = arr.shape[0]
         _check_rows(n, max_rows)
         if fast and t.datatype != "BYTES":
-            A = arr.astype(np.float64)
+            A = np.array(arr, dtype=np.float64, order="C")  # a copy the transform may work in
             if np.isinf(A).any():
                 raise bad(f"input {t.name!r}: values must be finite (NaN means missing)")
-            return bundle.preprocessor.transform_matrix(A)
+            return bundle.preprocessor.transform_matrix(A, copy=False)
         rows = [_as_text(r) for r in arr] if t.datatype == "BYTES" else arr.tolist()
         return bundle.preprocessor.transform(bundle.columns_from_rows(rows, loc_root=t.name))
     n = None
@@ -372,6 +372,30 @@ def encode_response(model_name: str, request_id: str | None, results: dict[str, 
 
 
 # -- one inference request, for the route and the front door alike ------------------------------------
+_PLANE = {"predict": "predictions", "predict_proba": "probabilities", "predict_std": "std"}
+
+
+def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
+    """The outputs through ``ModelBundle.predict_matrix``, the code that answers ``/v1`` predict (the same
+    numbers by construction), for classification and regression; None for outputs only ``run_inference`` has."""
+    if bundle.task not in ("classification", "regression") or not set(wanted) <= _PLANE.keys():
+        return None
+    proba, std = "predict_proba" in wanted, "predict_std" in wanted
+    if (proba and bundle.task != "classification") or (std and bundle.task != "regression"):
+        return None
+    out = bundle.predict_matrix(X, return_proba=proba, return_std=std)
+    results = {}
+    for name in wanted:
+        values = out[_PLANE[name]]
+        if name == "predict" and bundle.task == "classification":
+            dt = bundle.__dict__.get("_v2_label_dt")
+            if dt is None:
+                dt = bundle._v2_label_dt = label_datatype(list(bundle.classes or values))
+            results[name] = (dt, _typed(values, dt))
+        else:
+            results[name] = ("FP64", np.asarray(values, dtype=np.float64))
+    return results
+
 def resolve_model(meta, model_name: str) -> dict:
     """The model record for an id or a unique name."""
     record = meta.get_model(model_name)
@@ -404,7 +428,9 @@ def infer(bundle, model_name: str, body: bytes, header_length: str | None,
             wanted.append(o["name"])
             binary[o["name"]] = bool((o.get("parameters") or {}).get("binary_data", req.binary_output))
     X = matrix_from_tensors(bundle, req.inputs, max_rows)
-    results = run_inference(bundle, X, wanted)
+    results = _shared_plane(bundle, X, wanted)
+    if results is None:
+        results = run_inference(bundle, X, wanted)
     extra = {}
     if "predict_proba" in results and bundle.classes is not None:
         extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
