@@ -13,11 +13,11 @@ is thus bounded by the budget plus the largest model in use. See docs/decisions/
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
@@ -83,10 +83,10 @@ def measured_nbytes(obj, limit: int = 2_000_000) -> int:
 
 
 class _Entry:
-    __slots__ = ("bundle", "cost", "path", "checked_at")
+    __slots__ = ("bundle", "cost", "checked_at")
 
-    def __init__(self, bundle, cost: int, path: str):
-        self.bundle, self.cost, self.path, self.checked_at = bundle, cost, path, time.monotonic()
+    def __init__(self, bundle, cost: int):
+        self.bundle, self.cost, self.checked_at = bundle, cost, time.monotonic()
 
 
 class ModelCache:
@@ -101,6 +101,7 @@ class ModelCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        self._checker = ThreadPoolExecutor(1, thread_name_prefix="orchard-cache-check")
         self.hits = 0
         self.misses = 0
         self.loads = 0
@@ -127,10 +128,13 @@ class ModelCache:
             entry = over[1]
         now = time.monotonic()
         if now - entry.checked_at >= 1.0:  # deleted by another replica? re-checked at most once a second
-            if not os.path.exists(entry.path):
-                self.evict(model_id)
-                return None
             entry.checked_at = now
+            if self.art.local:  # a stat: inline
+                if not self.art.model_exists(model_id):
+                    self.evict(model_id)
+                    return None
+            else:  # a request to the object store: off the event loop, this request served meanwhile
+                self._checker.submit(self._check, model_id)
         if model_id in self._items:
             try:
                 self._items.move_to_end(model_id)
@@ -185,7 +189,7 @@ class ModelCache:
         cost = measured_nbytes(bundle)
         self.loads += 1
         self.load_seconds += time.perf_counter() - start
-        entry = _Entry(bundle, cost, str(self.art.model_path(model_id)))
+        entry = _Entry(bundle, cost)
         with self._lock:
             if model_id in self:
                 return bundle
@@ -201,6 +205,13 @@ class ModelCache:
                 self._bytes -= old.cost
                 self.evictions += 1
         return bundle
+
+    def _check(self, model_id: str) -> None:
+        try:
+            if not self.art.model_exists(model_id):
+                self.evict(model_id)
+        except Exception:  # noqa: BLE001 - the store unreachable: keep serving, check again later
+            pass
 
     def evict(self, model_id: str) -> None:
         with self._lock:
