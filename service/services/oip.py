@@ -415,8 +415,10 @@ def infer(bundle, model_name: str, body: bytes, header_length: str | None,
           max_rows: int) -> tuple[bytes, int | None, int]:
     """Answer one inference request: (body, JSON header length when binary outputs follow, rows predicted)."""
     req = parse_infer_request(body, header_length)
-    caps = bundle_capabilities(bundle)
-    available = [o["name"] for o in available_outputs(bundle.task, caps, bundle.classes)]
+    available = bundle.__dict__.get("_v2_outputs")
+    if available is None:  # once per loaded bundle (not pickled: ModelBundle.__getstate__)
+        caps = bundle_capabilities(bundle)
+        available = bundle._v2_outputs = [o["name"] for o in available_outputs(bundle.task, caps, bundle.classes)]
     if req.outputs is None:
         wanted = available
         binary = dict.fromkeys(wanted, req.binary_output)
