@@ -73,7 +73,8 @@ def assert_consistent(meta):
     from service.storage.metadata import jobs, models
 
     with meta.engine.connect() as conn:
-        open_jobs = [dict(r._mapping) for r in conn.execute(jobs.select().where(jobs.c.status.in_(["queued", "running"])))]
+        unfinished = jobs.select().where(jobs.c.status.in_(["queued", "running"]))
+        open_jobs = [dict(r._mapping) for r in conn.execute(unfinished)]
         ready = [(r.id, r.job_id) for r in conn.execute(models.select().where(models.c.status == "ready"))]
         status = {r.id: r.status for r in conn.execute(jobs.select())}
     assert open_jobs == [], open_jobs
