@@ -49,8 +49,7 @@ def get_job(request: Request, job_id: str):
 @router.post("/{job_id}/cancel", status_code=202, response_model=Job, operation_id="cancel_job",
              responses=errors(404, 409))
 def cancel_job(request: Request, job_id: str):
-    """Ask a job to stop: a queued job is cancelled at once (its model fails), a running fit stops at its next
-    progress step."""
+    """Ask a job to stop: a queued job is cancelled at once (its model fails), a running fit at its next step."""
     meta = rt(request).meta
     job = _get(request, job_id)
     if job["status"] in TERMINAL:

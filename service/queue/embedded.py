@@ -110,9 +110,10 @@ def prestart(settings: Settings) -> None:
 def _exit_with_api(api_pid: int | None) -> None:
     """End this worker when the API process that owns the pool is gone. A shutdown sends every worker a stop
     message, but a SIGKILL (or the OOM killer) gives the API no time to, and a forkserver's child is not the
-    API's child, so it would wait on the queue forever. A daemon thread waits on a pidfd of the API process
-    (Linux >= 5.3: no polling, immune to pid reuse) or else checks the pid every second. A job this worker was
-    running stays ``running`` in the store; the API's next start fails it with an explaining message."""
+    API's child: an idle worker sees its pipe end, a busy one would fit on. A daemon thread waits on a pidfd of
+    the API process (Linux >= 5.3: no polling, immune to pid reuse) or else checks the pid every second. A job
+    this worker was running stays ``running`` in the store until its lease expires; a reconciler (the API's
+    next start, or another replica) then re-queues or fails it."""
     if not api_pid:
         return
     import select

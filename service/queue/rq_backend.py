@@ -23,7 +23,7 @@ import os
 import socket
 
 from ..settings import Settings
-from ..storage.metadata import MetadataStore
+from ..storage.metadata import MetadataStore, utcnow
 
 log = logging.getLogger("orchard.queue")
 
@@ -150,7 +150,12 @@ def _horse_killed(settings: Settings):
             if (record and record["status"] == "running"
                     and record.get("worker") == f"{socket.gethostname()}:{retpid}"):
                 sig = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) else f"status {ret_val}"
-                lose(meta, record, f"the work-horse running this job died ({sig})", settings.job_max_attempts)
+                ran = (utcnow() - record["started_at"]).total_seconds() if record.get("started_at") else 0.0
+                if ran > settings.job_timeout:  # RQ killed a horse that did not stop at its timeout
+                    lose(meta, record, f"the job ran longer than ORCHARD_JOB_TIMEOUT ({settings.job_timeout:g} s)",
+                         settings.job_max_attempts, retry=False, etype="JobTimeout")
+                else:
+                    lose(meta, record, f"the work-horse running this job died ({sig})", settings.job_max_attempts)
                 # re-queued: the API replicas' reconciler enqueues it again (it is no longer held by RQ)
         except Exception:  # noqa: BLE001 - the lease catches up
             log.exception("could not record the lost work-horse of %s", job.id)
