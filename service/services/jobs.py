@@ -80,9 +80,14 @@ def _lease_end(now: dt.datetime, lease: float) -> dt.datetime:
     return now + dt.timedelta(seconds=lease)
 
 
-def _fail_model(conn, model_id: str | None, msg: str) -> None:
+def _product(job_id: str, model_id: str):
+    """The job's model, only if this job produces it (a job may refer to a model another job trained)."""
+    return (models.c.id == model_id, models.c.job_id == job_id)
+
+
+def _fail_model(conn, job_id: str, model_id: str | None, msg: str) -> None:
     if model_id:
-        conn.execute(update(models).where(models.c.id == model_id).values(status="failed", metrics={"error": msg}))
+        conn.execute(update(models).where(*_product(job_id, model_id)).values(status="failed", metrics={"error": msg}))
 
 
 def _current(job_id: str, attempt: int):
@@ -159,7 +164,7 @@ def succeed(meta: MetadataStore, art, job: dict, attempt: int, outcome: Outcome)
             if outcome.staged is not None:
                 art.publish_bundle(outcome.staged, job["model_id"])  # an error rolls the job back
             if job.get("model_id"):
-                conn.execute(update(models).where(models.c.id == job["model_id"])
+                conn.execute(update(models).where(*_product(job["id"], job["model_id"]))
                              .values(status="ready", **(outcome.model or {})))
             return "succeeded"
     _discard(outcome.staged)
@@ -179,7 +184,7 @@ def cancelled(meta: MetadataStore, job: dict, attempt: int) -> bool:
                                    updated_at=now, lease_expires_at=None))
         if res.rowcount != 1:
             return False
-        _fail_model(conn, job.get("model_id"), "training was cancelled")
+        _fail_model(conn, job["id"], job.get("model_id"), "training was cancelled")
     return True
 
 
@@ -194,7 +199,7 @@ def fail(meta: MetadataStore, job: dict, attempt: int, etype: str, msg: str) -> 
             log.warning("job %s: attempt %d failed (%s) but %s; nothing changed", job["id"], attempt, msg,
                         _why_stale(meta, job["id"], attempt))
             return False
-        _fail_model(conn, job.get("model_id"), msg)
+        _fail_model(conn, job["id"], job.get("model_id"), msg)
     return True
 
 
@@ -222,7 +227,7 @@ def lose(meta: MetadataStore, job: dict, reason: str, max_attempts: int, *, retr
                                .values(status="failed", error={"type": etype, "message": msg}, message=msg,
                                        finished_at=now, updated_at=now, lease_expires_at=None))
             if res.rowcount == 1:
-                _fail_model(conn, job.get("model_id"), msg)
+                _fail_model(conn, job["id"], job.get("model_id"), msg)
     if res.rowcount != 1:
         return None
     log.warning("job %s: %s", job["id"], msg)
@@ -240,7 +245,7 @@ def cancel(meta: MetadataStore, job_id: str) -> str | None:
                            .values(status="cancelled", cancel_requested=True, finished_at=now, updated_at=now,
                                    message="cancelled before it started"))
         if res.rowcount == 1:
-            _fail_model(conn, model_id, "training was cancelled before it started")
+            _fail_model(conn, job_id, model_id, "training was cancelled before it started")
             return "cancelled"
         conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.status == "running")
                      .values(cancel_requested=True, updated_at=now, message="cancellation requested"))

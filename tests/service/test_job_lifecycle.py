@@ -144,6 +144,24 @@ def test_sigkill_of_an_idle_worker_never_blocks_the_queue(tmp_path):
         _ready(client)
         _, job = train(client, algorithm="logistic_regression", dataset_id=ds, target="species")
         assert job["status"] == "succeeded", job
+        # a pool that cannot take work (its worker died and no new one can be started) is reported not ready
+        from service.queue import embedded
+
+        def cannot_start(self):
+            raise OSError("no more processes")
+
+        original = embedded._Slot.start
+        embedded._Slot.start = cannot_start
+        try:
+            os.kill(queue._slots[0].pid, signal.SIGKILL)
+            _wait(lambda: client.get("/health/ready").status_code == 503, "readiness still ok without a worker")
+            body = client.get("/health/ready").json()
+            assert "no worker process is ready" in body["checks"]["queue"], body
+        finally:
+            embedded._Slot.start = original
+        _ready(client)  # the dispatcher keeps trying: back once a worker can be started
+        _, job = train(client, algorithm="logistic_regression", dataset_id=ds, target="species")
+        assert job["status"] == "succeeded", job
         assert_consistent(client.app.state.runtime.meta)
 
 
