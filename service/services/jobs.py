@@ -337,10 +337,13 @@ def reconcile(meta: MetadataStore, settings, enqueue: Callable[[str], None],
     out: dict[str, list[str]] = {"requeued": [], "failed": [], "enqueued": []}
     for job in meta.jobs_in(["running"]):
         started, lease = job.get("started_at"), job.get("lease_expires_at")
+        if lease is None:  # a row written without a lease (before leases existed): its last sign of life
+            seen = job.get("updated_at") or started or job["created_at"]
+            lease = seen + dt.timedelta(seconds=settings.job_lease_timeout)
         if started is not None and now > started + dt.timedelta(seconds=settings.job_timeout):
             action = lose(meta, job, f"the job ran longer than ORCHARD_JOB_TIMEOUT ({settings.job_timeout:g} s)",
                           settings.job_max_attempts, retry=False, etype="JobTimeout")
-        elif lease is None or lease < now:
+        elif lease < now:
             action = lose(meta, job, "the worker running this job stopped renewing its lease (killed, frozen, "
                           "or its machine is gone)", settings.job_max_attempts)
         else:
@@ -351,7 +354,7 @@ def reconcile(meta: MetadataStore, settings, enqueue: Callable[[str], None],
             _try_enqueue(enqueue, job["id"])
     grace = dt.timedelta(seconds=settings.job_sweep_interval)
     for job in meta.jobs_in(["queued"]):
-        if job["id"] in out["requeued"] or (job.get("updated_at") and job["updated_at"] > now - grace):
+        if job["id"] in out["requeued"] or (job.get("updated_at") or job["created_at"]) > now - grace:
             continue  # just submitted or re-queued: its enqueue may be on its way
         try:
             if held is not None and held(job["id"]):
