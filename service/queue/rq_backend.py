@@ -81,7 +81,7 @@ def _stores(settings: Settings):
 def redis_client(settings: Settings, *, wait_out_outages: bool = False):
     """A Redis client with explicit timeouts. API side: a failing command fails fast (one quick retry).
     Worker side (``wait_out_outages``): every command is retried with exponential backoff (0.5 s doubling up to
-    30 s) until Redis answers again, so a worker survives an outage of any length."""
+    10 s) until Redis answers again, so a worker survives an outage of any length."""
     from redis import Redis
     from redis.backoff import ExponentialBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -89,7 +89,7 @@ def redis_client(settings: Settings, *, wait_out_outages: bool = False):
     from redis.retry import Retry
 
     if wait_out_outages:
-        retry = Retry(ExponentialBackoff(cap=30.0, base=0.5), retries=-1)
+        retry = Retry(ExponentialBackoff(cap=10.0, base=0.5), retries=-1)
     else:
         retry = Retry(ExponentialBackoff(cap=1.0, base=0.1), retries=1)
     return Redis.from_url(settings.queue_url, socket_timeout=settings.redis_socket_timeout,
