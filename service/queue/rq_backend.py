@@ -60,8 +60,7 @@ def on_rq_failure(job, connection, exc_type, exc_value, tb) -> None:
     from rq.timeouts import JobTimeoutException
 
     if exc_type is not None and issubclass(exc_type, JobTimeoutException):
-        lifecycle.fail(meta, record, attempt, "JobTimeout",
-                       f"the job ran longer than ORCHARD_JOB_TIMEOUT ({settings.job_timeout:g} s)")
+        lifecycle.fail(meta, record, attempt, "JobTimeout", lifecycle.timeout_message(settings))
     else:
         lifecycle.fail(meta, record, attempt, getattr(exc_type, "__name__", "Error"), f"unexpected error: {exc_value}")
 
@@ -141,7 +140,7 @@ class RQQueue:
 def _horse_killed(settings: Settings):
     """The worker's ``work_horse_killed_handler``: the horse died (SIGKILL, OOM killer) while running ``job``;
     its attempt (the record names the horse as its worker) is declared lost at once."""
-    from ..services.jobs import lose
+    from ..services.jobs import lose, timeout_message
 
     def handler(job, retpid, ret_val, rusage) -> None:
         try:
@@ -152,8 +151,8 @@ def _horse_killed(settings: Settings):
                 sig = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) else f"status {ret_val}"
                 ran = (utcnow() - record["started_at"]).total_seconds() if record.get("started_at") else 0.0
                 if ran > settings.job_timeout:  # RQ killed a horse that did not stop at its timeout
-                    lose(meta, record, f"the job ran longer than ORCHARD_JOB_TIMEOUT ({settings.job_timeout:g} s)",
-                         settings.job_max_attempts, retry=False, etype="JobTimeout")
+                    lose(meta, record, timeout_message(settings), settings.job_max_attempts, retry=False,
+                         etype="JobTimeout")
                 else:
                     lose(meta, record, f"the work-horse running this job died ({sig})", settings.job_max_attempts)
                 # re-queued: the API replicas' reconciler enqueues it again (it is no longer held by RQ)

@@ -29,6 +29,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -258,6 +259,10 @@ def cancel(meta: MetadataStore, job_id: str) -> str | None:
 CURRENT: dict[str, int] = {}  # job id -> the attempt this process runs (RQ's failure callback reads it)
 
 
+def timeout_message(settings) -> str:
+    return f"the job ran longer than ORCHARD_JOB_TIMEOUT ({settings.job_timeout:g} s)"
+
+
 def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tuple = ()) -> str:
     """Claim a queued job and run it to a terminal state; returns the final status (``stale`` when this
     attempt lost the job meanwhile). Exceptions in ``passthrough`` (RQ's job timeout) propagate unhandled."""
@@ -267,6 +272,7 @@ def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tu
         job = meta.get_job(job_id)
         return job["status"] if job else "missing"
     job = meta.get_job(job_id)
+    t0 = time.monotonic()
     state = {"cancel": False, "stale": False}
 
     def note(answer: str) -> None:
@@ -316,6 +322,9 @@ def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tu
         log.info("job %s failed: %s", job_id, msg)
         return "failed" if fail(meta, job, attempt, type(exc).__name__, msg) else "stale"
     except Exception as exc:  # noqa: BLE001 - a job must always end in a terminal state
+        if time.monotonic() - t0 >= settings.job_timeout:  # RQ's timeout signal, turned into another error
+            log.info("job %s timed out (%s)", job_id, exc)
+            return "failed" if fail(meta, job, attempt, "JobTimeout", timeout_message(settings)) else "stale"
         log.error("job %s crashed:\n%s", job_id, traceback.format_exc())
         return "failed" if fail(meta, job, attempt, type(exc).__name__, f"unexpected error: {exc}") else "stale"
     finally:
@@ -341,8 +350,8 @@ def reconcile(meta: MetadataStore, settings, enqueue: Callable[[str], None],
             seen = job.get("updated_at") or started or job["created_at"]
             lease = seen + dt.timedelta(seconds=settings.job_lease_timeout)
         if started is not None and now > started + dt.timedelta(seconds=settings.job_timeout):
-            action = lose(meta, job, f"the job ran longer than ORCHARD_JOB_TIMEOUT ({settings.job_timeout:g} s)",
-                          settings.job_max_attempts, retry=False, etype="JobTimeout")
+            action = lose(meta, job, timeout_message(settings), settings.job_max_attempts, retry=False,
+                          etype="JobTimeout")
         elif lease < now:
             action = lose(meta, job, "the worker running this job stopped renewing its lease (killed, frozen, "
                           "or its machine is gone)", settings.job_max_attempts)
