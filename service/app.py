@@ -15,7 +15,7 @@ from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
-from .services.training import recover_orphans
+from .services.jobs import Reconciler
 from .settings import Settings
 
 log = logging.getLogger("orchard")
@@ -154,8 +154,10 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         runtime = Runtime.open(settings)
         runtime.art.cleanup_tmp()
         runtime.queue.start()
-        if not settings.queue_url:
-            recover_orphans(runtime.meta, runtime.queue.enqueue)
+        # at start and periodically, in every replica: queued jobs the queue lost are enqueued again, running jobs
+        # whose lease expired are retried or failed (services/jobs.py)
+        reconciler = Reconciler(runtime.meta, settings, runtime.queue)
+        reconciler.start()
         app.state.runtime = runtime
         app.predict_front_door.runtime = runtime  # one attribute read per predict, not app.state's lookup
         # Everything loaded so far (modules, NumPy/SciPy, routes) lives as long as the process: move it out of
@@ -170,6 +172,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
             yield
         finally:
             app.predict_front_door.runtime = None
+            reconciler.shutdown()
             runtime.queue.shutdown()
             runtime.meta.dispose()
 

@@ -36,7 +36,12 @@ class Settings(BaseSettings):
     access_log: bool = Field(True, description="Log every request (method, path, route, status, duration, request id).")
     metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics and count requests; false turns both off.")
     job_poll_interval: float = Field(0.2, gt=0, description="Seconds between a running job's checks for cancellation.")
-    job_sweep_interval: float = Field(15.0, gt=0, description="RQ mode: seconds between each API replica's checks for running jobs whose worker was lost (they are failed).")
+    job_sweep_interval: float = Field(10.0, gt=0, description="Seconds between each API replica's reconciliations: queued jobs the queue no longer holds are enqueued again, running jobs whose lease expired are retried or failed.")
+    job_lease_timeout: float = Field(30.0, gt=0, description="Seconds a running job's lease lasts; the process running it renews it every third of this. A job whose lease expired lost its worker: it is detected within this plus ORCHARD_JOB_SWEEP_INTERVAL.")
+    job_max_attempts: int = Field(2, ge=1, description="Attempts of a job whose worker was lost (killed, machine gone, lease expired) before it is failed; a job that fails by itself (bad data, timeout) is never retried.")
+    job_timeout: float = Field(86400.0, gt=0, description="Seconds a job may run before it is stopped and failed (RQ's job_timeout; the reconciler enforces it in both modes).")
+    redis_socket_timeout: float = Field(10.0, gt=0, description="RQ mode: seconds a Redis command may take before it fails (API side; workers wait for Redis with backoff).")
+    redis_connect_timeout: float = Field(5.0, gt=0, description="RQ mode: seconds to connect to Redis.")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

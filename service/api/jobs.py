@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import Conflict, NotFound
 from ..runtime import rt
 from ..schemas.models import Job, JobList
+from ..services import jobs as lifecycle
 from ..storage.metadata import TERMINAL
 from .common import Page, errors
 
@@ -48,12 +49,14 @@ def get_job(request: Request, job_id: str):
 @router.post("/{job_id}/cancel", status_code=202, response_model=Job, operation_id="cancel_job",
              responses=errors(404, 409))
 def cancel_job(request: Request, job_id: str):
-    """Ask a job to stop: a queued job is cancelled at once, a running fit stops at its next progress step."""
+    """Ask a job to stop: a queued job is cancelled at once (its model fails), a running fit at its next step."""
     meta = rt(request).meta
     job = _get(request, job_id)
     if job["status"] in TERMINAL:
         raise Conflict(f"job {job_id!r} already finished ({job['status']}); nothing to cancel")
-    status = meta.request_cancel(job_id)
+    status = lifecycle.cancel(meta, job_id)
+    if status is None:
+        raise NotFound(f"job {job_id!r} does not exist")
     if status in ("succeeded", "failed"):
         raise Conflict(f"job {job_id!r} already finished ({status}); nothing to cancel")
     return job_view(meta.get_job(job_id))

@@ -4,33 +4,31 @@
 params, dataset, target, features, class counts) so bad requests are a 422
 before anything is queued.  ``run_train_job`` executes in a worker process: it
 loads the dataset, fits preprocessing and estimator under a FitContext wired to
-the job record, computes metrics and saves the signed bundle.
+the job record, computes metrics and stages the signed bundle; ``services/jobs.py``
+runs it (``RUNNERS["train"]``) and makes the model ready.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import traceback
 from typing import Any
 
 import numpy as np
 
 import core
 from core import registry
-from core.context import FitCancelled, FitContext
+from core.context import FitContext
 from core.model_selection import KFold, StratifiedKFold, train_test_split_indices
 from core.params import ParamError, validate_params
 from core.preprocessing import TablePreprocessor
-from core.validation import DataError
 
-from ..errors import Invalid, NotFound, invalid
+from ..errors import invalid
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
 from . import datasets as ds
 from .bundle import ModelBundle
 from .evaluation import evaluate_matrix
+from .jobs import Outcome
 from .tables import Column, parse_json_table
 
 log = logging.getLogger("orchard.training")
@@ -171,7 +169,10 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
              "features": [{"name": f["name"], "type": f["type"]} for f in features],
              "target": payload["target"], "classes": None, "metrics": {}, "size_bytes": 0, "created_at": now}
     meta.insert_job_and_model(job, model)
-    enqueue(job_id)
+    try:
+        enqueue(job_id)
+    except Exception as exc:  # noqa: BLE001 - stored: the reconciler enqueues it when the queue is back
+        log.warning("job %s stored but not enqueued (%s); it is enqueued when the queue answers again", job_id, exc)
     return meta.get_job(job_id), model_id
 
 
@@ -220,7 +221,8 @@ def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id):
     return bundle, X
 
 
-def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContext) -> dict:
+def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContext) -> Outcome:
+    """The ``train`` runner: fit, measure and stage the bundle (services/jobs.py makes the model ready)."""
     p = job["payload"]
     cls = registry.get(p["algorithm"])
     params = validate_params(cls.params, p["params"])
@@ -279,11 +281,10 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
                                                 include_curves=False)["metrics"]
         metrics["validation"]["holdout"] = float(holdout)
     ctx.check_cancelled()
-    size = art.save_bundle(p["model_id"], bundle)
+    staged, size = art.stage_bundle(p["model_id"], bundle)
     result["metrics"] = metrics
-    meta.update_model(p["model_id"], status="ready", metrics=metrics, features=bundle.features,
-                      classes=bundle.classes, size_bytes=size)
-    return result
+    return Outcome(result, model={"metrics": metrics, "features": bundle.features, "classes": bundle.classes,
+                                  "size_bytes": size}, staged=staged)
 
 
 def _mean_metrics(folds: list[dict]) -> dict:
@@ -294,72 +295,3 @@ def _mean_metrics(folds: list[dict]) -> dict:
             out[key] = float(np.mean(vals))
             out[f"{key}_std"] = float(np.std(vals))
     return out
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def execute_job(meta: MetadataStore, art: ArtifactStore, job_id: str, poll_interval: float = 0.2) -> str:
-    """Run one queued job to a terminal state.  Returns the final status."""
-    if not meta.claim_job(job_id, worker_name()):
-        job = meta.get_job(job_id)
-        return job["status"] if job else "missing"
-    job = meta.get_job(job_id)
-    state = {"cancel": False}
-
-    def on_progress(frac: float, metrics: dict) -> None:
-        msg = "running " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                     for k, v in metrics.items()) if metrics else None
-        state["cancel"] = meta.update_progress(job_id, frac, msg)
-
-    def is_cancelled() -> bool:
-        return state["cancel"] or meta.cancel_requested(job_id)
-
-    ctx = FitContext(on_progress=on_progress, is_cancelled=is_cancelled, min_interval=0.25,
-                     cancel_interval=poll_interval)
-    model_id = job.get("model_id")
-    try:
-        if job["kind"] == "train":
-            result = run_train(meta, art, job, ctx)
-        else:
-            raise Invalid(f"unknown job kind {job['kind']!r}")
-        if meta.cancel_requested(job_id):
-            raise FitCancelled("cancelled")
-    except FitCancelled:
-        meta.finish_job(job_id, "cancelled", message="cancelled while running")
-        if model_id:
-            art.delete_model(model_id)
-            meta.update_model(model_id, status="failed", metrics={"error": "training was cancelled"})
-        return "cancelled"
-    except (DataError, ParamError, Invalid, NotFound, ValueError) as exc:
-        msg = getattr(exc, "detail", None) or str(exc)
-        log.info("job %s failed: %s", job_id, msg)
-        _fail(meta, art, job_id, model_id, type(exc).__name__, msg)
-        return "failed"
-    except Exception as exc:  # noqa: BLE001 - a job must always end in a terminal state
-        log.error("job %s crashed:\n%s", job_id, traceback.format_exc())
-        _fail(meta, art, job_id, model_id, type(exc).__name__, f"unexpected error: {exc}")
-        return "failed"
-    meta.finish_job(job_id, "succeeded", result=result, message="succeeded")
-    return "succeeded"
-
-
-def _fail(meta, art, job_id, model_id, etype, msg):
-    meta.finish_job(job_id, "failed", error={"type": etype, "message": msg}, message=msg)
-    if model_id:
-        art.delete_model(model_id)
-        meta.update_model(model_id, status="failed", metrics={"error": msg})
-
-
-def recover_orphans(meta: MetadataStore, requeue) -> None:
-    """After a restart of the embedded queue: running jobs failed, queued jobs re-enqueued."""
-    for job in meta.jobs_in(["running"]):
-        msg = ("the server stopped while this job was running (it was restarted or killed); "
-               "submit the job again")
-        meta.finish_job(job["id"], "failed", error={"type": "WorkerLost", "message": msg}, message=msg,
-                        only_from=("running",))
-        if job.get("model_id"):
-            meta.update_model(job["model_id"], status="failed", metrics={"error": msg})
-    for job in meta.jobs_in(["queued"]):
-        requeue(job["id"])

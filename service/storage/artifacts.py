@@ -151,6 +151,23 @@ class ArtifactStore:
         atomic_write(self.model_path(model_id), blob)
         return len(blob)
 
+    def stage_bundle(self, model_id: str, bundle: Any) -> tuple[Path, int]:
+        """Write a signed bundle next to its final path under a unique name (fsynced); ``publish_bundle`` renames
+        it into place. Lets a job attempt publish only after the metadata store confirms it still holds the job."""
+        blob = self.signed_blob(bundle)
+        final = self.model_path(model_id)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staged = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
+        with open(staged, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return staged, len(blob)
+
+    def publish_bundle(self, staged: Path, model_id: str) -> None:
+        os.replace(staged, self.model_path(model_id))
+        _fsync_dir(self.model_path(model_id).parent)
+
     def load_bundle(self, model_id: str) -> Any:
         path = self.model_path(model_id)
         try:

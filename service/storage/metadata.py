@@ -1,8 +1,8 @@
 """Metadata store: datasets, models and jobs in SQL (SQLite by default, PostgreSQL when configured).
 
 SQLAlchemy Core, three tables, JSON columns for nested fields.  Every write is
-one transaction; job state changes use conditional updates so that two
-processes never both claim or finish the same job.
+one transaction.  Job (and their models') state changes live in ``service/services/jobs.py``: conditional
+updates on the job's status and attempt token, so that two processes never both claim or finish a job.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Engine
@@ -78,6 +79,10 @@ jobs = Table(
     Column("started_at", DateTime(timezone=True)),
     Column("finished_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
+    # the attempt token (fencing): incremented by every claim; only the attempt holding it may change the job
+    Column("attempt", Integer, nullable=False, server_default=text("0"), default=0),
+    # the running attempt's lease: renewed by it every third of ORCHARD_JOB_LEASE_TIMEOUT (services/jobs.py)
+    Column("lease_expires_at", DateTime(timezone=True), index=True),
 )
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -208,64 +213,6 @@ class MetadataStore:
 
     def list_jobs(self, limit: int, offset: int, status=None, kind=None):
         return self._list(jobs, {"status": status, "kind": kind}, limit, offset)
-
-    def claim_job(self, id_: str, worker: str) -> bool:
-        """queued -> running, atomically; False if the job is not queued any more."""
-        now = utcnow()
-        with self.engine.begin() as conn:
-            res = conn.execute(
-                update(jobs).where(jobs.c.id == id_, jobs.c.status == "queued")
-                .values(status="running", started_at=now, updated_at=now, worker=worker,
-                        message="running")
-            )
-            return res.rowcount == 1
-
-    def update_progress(self, id_: str, progress: float, message: str | None = None) -> bool:
-        """Record progress of a running job; returns whether cancellation was requested."""
-        values: dict[str, Any] = {"progress": float(progress), "updated_at": utcnow()}
-        if message is not None:
-            values["message"] = message
-        with self.engine.begin() as conn:
-            conn.execute(update(jobs).where(jobs.c.id == id_, jobs.c.status == "running").values(**values))
-            return bool(conn.execute(select(jobs.c.cancel_requested).where(jobs.c.id == id_)).scalar())
-
-    def cancel_requested(self, id_: str) -> bool:
-        with self.engine.connect() as conn:
-            return bool(conn.execute(select(jobs.c.cancel_requested).where(jobs.c.id == id_)).scalar())
-
-    def request_cancel(self, id_: str) -> str | None:
-        """Mark a job for cancellation.  A queued job is cancelled at once.
-
-        Returns the job's status after the request, or None if it does not exist.
-        """
-        now = utcnow()
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(jobs).where(jobs.c.id == id_, jobs.c.status == "queued")
-                .values(status="cancelled", cancel_requested=True, finished_at=now, updated_at=now,
-                        message="cancelled before it started")
-            )
-            conn.execute(
-                update(jobs).where(jobs.c.id == id_, jobs.c.status == "running")
-                .values(cancel_requested=True, updated_at=now, message="cancellation requested")
-            )
-            return conn.execute(select(jobs.c.status).where(jobs.c.id == id_)).scalar()
-
-    def finish_job(self, id_: str, status: str, *, result=None, error=None, message: str = "",
-                   only_from: Iterable[str] = ("queued", "running")) -> bool:
-        now = utcnow()
-        values: dict[str, Any] = {"status": status, "finished_at": now, "updated_at": now, "message": message}
-        if status == "succeeded":
-            values["progress"] = 1.0
-        if result is not None:
-            values["result"] = result
-        if error is not None:
-            values["error"] = error
-        with self.engine.begin() as conn:
-            res = conn.execute(
-                update(jobs).where(jobs.c.id == id_, jobs.c.status.in_(list(only_from))).values(**values)
-            )
-            return res.rowcount == 1
 
     def jobs_in(self, statuses: Iterable[str]) -> list[dict]:
         with self.engine.connect() as conn:

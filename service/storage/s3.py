@@ -123,6 +123,12 @@ class S3ArtifactStore(ArtifactStore):
                                    Config=self.transfer)
         return len(blob)
 
+    def publish_bundle(self, staged: Path, model_id: str) -> None:
+        """Upload a bundle staged locally (``stage_bundle``) as the model's object, then drop the local file."""
+        self.client.upload_file(str(staged), self.bucket, self._key("models", f"{model_id}.joblib"),
+                                Config=self.transfer)
+        staged.unlink(missing_ok=True)
+
     def load_bundle(self, model_id: str) -> Any:
         name = f"{model_id}.joblib"
         buf = io.BytesIO()

@@ -24,14 +24,15 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, data_dir: Path, port: int):
-        self.data_dir, self.port = data_dir, port
+    def __init__(self, data_dir: Path, port: int, **env):
+        self.data_dir, self.port, self.extra_env = data_dir, port, env
         self.url = f"http://127.0.0.1:{port}"
         self.proc = None
 
     def start(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
         env["PYTHONPATH"] = str(ROOT)
+        env.update(self.extra_env)
         self.log = open(self.data_dir.parent / f"server-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--data-dir",
@@ -95,12 +96,16 @@ def test_walkthrough_restart_and_kill(tmp_path):
         server.stop(signal.SIGKILL)
     assert (data / "secret.key").exists()
 
-    server = Server(data, _free_port()).start()
+    # the job left running has no worker renewing its lease: once it expires the reconciler fails it (one
+    # attempt allowed here; with more it would be run again)
+    server = Server(data, _free_port(), ORCHARD_JOB_LEASE_TIMEOUT="1", ORCHARD_JOB_SWEEP_INTERVAL="0.2",
+                    ORCHARD_JOB_MAX_ATTEMPTS="1").start()
     try:
         c = httpx.Client(base_url=server.url, timeout=30)
-        job = c.get(f"/v1/jobs/{long_job}").json()
+        job = _wait(c, long_job)
         assert job["status"] == "failed", job
-        assert "stopped while this job was running" in job["error"]["message"]
+        assert "stopped renewing its lease" in job["error"]["message"]
+        assert c.get(f"/v1/models/{job['model_id']}").json()["status"] == "failed"
         after = c.post(f"/v1/models/{mid}/predict", json=rows).json()
         assert after == before
         assert c.get(f"/v1/datasets/{ds_id}").json()["n_rows"] == 150

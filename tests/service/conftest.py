@@ -66,3 +66,16 @@ def assert_problem(r, status, *fragments):
     for f in fragments:
         assert f in body["detail"], (f, body["detail"])
     return body
+
+
+def assert_consistent(meta):
+    """The lifecycle's invariants: no job left queued/running, and a model is ready only under a succeeded job."""
+    from service.storage.metadata import jobs, models
+
+    with meta.engine.connect() as conn:
+        unfinished = jobs.select().where(jobs.c.status.in_(["queued", "running"]))
+        open_jobs = [dict(r._mapping) for r in conn.execute(unfinished)]
+        ready = [(r.id, r.job_id) for r in conn.execute(models.select().where(models.c.status == "ready"))]
+        status = {r.id: r.status for r in conn.execute(jobs.select())}
+    assert open_jobs == [], open_jobs
+    assert all(status.get(job_id) == "succeeded" for _, job_id in ready), (ready, status)

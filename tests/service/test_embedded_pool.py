@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.queue.embedded import pool_context
 from service.settings import Settings
-from tests.service.conftest import iris_csv, train, upload_csv, wait_job
+from tests.service.conftest import assert_consistent, iris_csv, train, upload_csv, wait_job
 
 ROOT = Path(__file__).resolve().parents[2]
 BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -68,7 +68,8 @@ def test_pool_children_are_forks_of_the_warm_single_threaded_forkserver(tmp_path
 
 @pytest.mark.slow
 def test_killed_worker_fails_its_job_and_is_replaced(tmp_path):
-    settings = Settings(data_dir=tmp_path / "d", workers=1, secret_key="s", job_poll_interval=0.05)
+    settings = Settings(data_dir=tmp_path / "d", workers=1, secret_key="s", job_poll_interval=0.05,
+                        job_max_attempts=1)
     with TestClient(create_app(settings)) as client:
         ds = upload_csv(client, iris_csv()).json()["id"]
         r = client.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds, "target": "species",
@@ -96,3 +97,4 @@ def test_killed_worker_fails_its_job_and_is_replaced(tmp_path):
         _, job2 = train(client, algorithm="logistic_regression", dataset_id=ds, target="species")
         assert job2["status"] == "succeeded", job2
         assert int(meta.get_job(job2["id"])["worker"].rsplit(":", 1)[1]) not in (pid, os.getpid())
+        assert_consistent(meta)
