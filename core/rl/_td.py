@@ -1,0 +1,281 @@
+"""Temporal-difference machinery shared by Q-learning, SARSA and TD(lambda): logged data, simulation,
+exploration and learning-rate schedules ([Passerini §15], §15.6-15.7; [Sutton & Barto §6.4-6.5, §12]).
+
+Update order.  ``batch_size = 1`` (logged data) and ``n_envs = 1`` (simulation) apply the updates strictly
+one transition after another.  Larger values process a batch of transitions (consecutive logged rows, or
+one step of ``n_envs`` episodes that run side by side) with NumPy: every target of the batch is computed
+from the values at the start of the batch, and a (state, action) that occurs ``c`` times in the batch
+moves once, towards the mean of its ``c`` targets, by ``1 - (1 - alpha)^c`` (constant rate: what ``c``
+sequential updates towards one common target would do) or ``min(1, c / n^p)`` (visit-count rate ``1/n^p``,
+``n`` counting the ``c`` new visits; exact for ``p = 1``).  This keeps every step a contraction, so batching
+changes the path, not the fixed point.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..params import ParamError
+from ..validation import DataError
+from . import _mdp as M
+
+NEG = -np.inf
+
+
+# ------------------------------------------------------------------------------------------------
+# learning rates, exploration
+# ------------------------------------------------------------------------------------------------
+def batch_update(values: np.ndarray, counts: np.ndarray, key: np.ndarray, target: np.ndarray, p: dict) -> None:
+    """Move ``values[key]`` towards ``target`` (merged per key, see the module docstring); in place."""
+    if len(key) == 1:
+        k = key[0]
+        counts[k] += 1
+        rate = p["alpha"] if p["alpha_schedule"] == "constant" else counts[k] ** -p["alpha_power"]
+        values[k] += rate * (target[0] - values[k])
+        return
+    uk, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    delta = target - values[key]
+    mean_d = np.bincount(inv, weights=delta, minlength=len(uk)) / cnt
+    counts[uk] += cnt
+    if p["alpha_schedule"] == "constant":
+        frac = 1.0 - (1.0 - p["alpha"]) ** cnt
+    else:
+        frac = np.minimum(1.0, cnt * counts[uk] ** -p["alpha_power"])
+    values[uk] += frac * mean_d
+
+
+def epsilon_at(p: dict, episodes_done: int) -> float:
+    return max(p["epsilon_min"], p["epsilon"] * p["epsilon_decay"] ** episodes_done)
+
+
+def choose(Q2: np.ndarray, avail: np.ndarray, s: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+    """epsilon-greedy actions for the states ``s`` (ties between greedy actions broken at random)."""
+    Qs = Q2[s]
+    av = avail[s]
+    noise = rng.random(Qs.shape)
+    top = Qs.max(axis=1, keepdims=True)
+    greedy = np.argmax(np.where((Qs >= top) & av, noise, -1.0), axis=1)
+    if eps <= 0.0:
+        return greedy
+    rand = np.argmax(np.where(av, rng.random(Qs.shape), -1.0), axis=1)
+    return np.where(rng.random(len(s)) < eps, rand, greedy)
+
+
+def expected_under_egreedy(Qrows: np.ndarray, avail_rows: np.ndarray, eps: float) -> np.ndarray:
+    has = avail_rows.any(axis=1)
+    mx = np.where(has, Qrows.max(axis=1), 0.0)
+    mean = np.where(avail_rows, Qrows, 0.0).sum(axis=1) / np.maximum(avail_rows.sum(axis=1), 1)
+    return (1.0 - eps) * mx + eps * mean
+
+
+# ------------------------------------------------------------------------------------------------
+# logged transitions
+# ------------------------------------------------------------------------------------------------
+class Logged:
+    """Logged transitions encoded: states/actions as indices, links to each row's successor row."""
+
+    def __init__(self, cols, p: dict, *, need_actions: bool = True):
+        names = {k: p[f"{k}_column"] for k in ("state", "action", "reward", "next_state", "done")}
+        if not need_actions:
+            names.pop("action")
+        M.require(cols, names, "the logged data")
+        n = M.n_rows(cols)
+        if n == 0:
+            raise DataError("the logged data has no rows")
+        s_lab = M.label_list(cols[names["state"]], names["state"])
+        ns_lab = M.label_list(cols[names["next_state"]], names["next_state"])
+        self.r = M.float_column(cols, names["reward"])
+        self.done = M.bool_column(cols, names["done"])
+        self.states = M.sorted_labels(s_lab + ns_lab)
+        idx = M.LabelIndex(self.states)
+        self.s = idx.encode(s_lab, names["state"])
+        self.ns = idx.encode(ns_lab, names["next_state"])
+        if need_actions:
+            a_lab = M.label_list(cols[names["action"]], names["action"])
+            self.actions = M.sorted_labels(a_lab)
+            self.a = M.LabelIndex(self.actions).encode(a_lab, names["action"], "action")
+        else:
+            self.actions, self.a = [], np.zeros(n, dtype=np.intp)
+        # row i continues in row i+1 when it is not final, same episode, and i+1 starts where i ended
+        link = np.zeros(n, dtype=bool)
+        link[:-1] = ~self.done[:-1] & (self.s[1:] == self.ns[:-1])
+        ep_col = p["episode_column"]
+        if ep_col in cols:
+            ep = M.label_list(cols[ep_col], ep_col)
+            same = np.array([ep[i] == ep[i + 1] for i in range(n - 1)], dtype=bool)
+            link[:-1] &= same
+        self.link = link
+        S, A = len(self.states), max(len(self.actions), 1)
+        avail = np.zeros((S, A), dtype=bool)
+        if need_actions:
+            avail[self.s, self.a] = True
+        self.avail = avail  # (S, A)
+
+    def check_gamma(self, gamma: float) -> None:
+        if gamma >= 1.0 and not self.done.any():
+            raise ParamError("gamma", "gamma = 1 needs episodes that end (a true 'done' value); use gamma < 1")
+
+    def empirical_model(self) -> tuple[np.ndarray, np.ndarray]:
+        """Maximum-likelihood ``P(s'|s,a)`` (as counts) and ``R(s,a)`` ([Passerini §15], ADP; terminal rows
+        go nowhere)."""
+        S, A = self.avail.shape
+        key = self.s * A + self.a
+        n_sa = np.bincount(key, minlength=S * A).astype(float)
+        R = np.bincount(key, weights=self.r, minlength=S * A) / np.maximum(n_sa, 1)
+        return n_sa, R
+
+
+def affine_scan(c: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``G_i = c_i + d_i G_{i+1}`` (``G_n = 0``) for all i, by doubling: O(n log n) vector operations."""
+    C, D = c.copy(), d.copy()
+    n, k = len(c), 1
+    while k < n:
+        Cs = np.zeros(n)
+        Ds = np.zeros(n)
+        Cs[:-k] = C[k:]
+        Ds[:-k] = D[k:]
+        C = C + D * Cs
+        D = D * Ds
+        if not D.any():
+            break
+        k *= 2
+    return C
+
+
+# ------------------------------------------------------------------------------------------------
+# simulation on a known MDP
+# ------------------------------------------------------------------------------------------------
+def start_states(mdp: M.MDP, sim: dict) -> np.ndarray:
+    if sim.get("start_states"):
+        idx = M.LabelIndex(mdp.states)
+        out = np.array([idx.get(v) for v in sim["start_states"]], dtype=np.intp)
+        if (out < 0).any():
+            bad = sim["start_states"][int(np.flatnonzero(out < 0)[0])]
+            raise ParamError("simulate", f"start state {bad!r} is not a state of the transition table")
+        if mdp.terminal[out].any():
+            raise ParamError("simulate", "a start state is terminal")
+        return out
+    return np.flatnonzero(~mdp.terminal)
+
+
+def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_policy: bool):
+    """Q-learning (``on_policy=False``) or SARSA on episodes simulated from ``mdp``.  Returns Q (S, A), visits."""
+    sim = p["simulate"]
+    S, A = mdp.n_states, mdp.n_actions
+    avail = mdp.avail.T.copy()  # (S, A)
+    Qf = np.full(S * A, float(p["initial_q"]))
+    Qf[~avail.ravel()] = NEG
+    Q2 = Qf.reshape(S, A)
+    N = np.zeros(S * A)
+    sampler = mdp.sampler()
+    starts = start_states(mdp, sim)
+    episodes, max_steps, gamma = sim["episodes"], sim["max_steps"], p["gamma"]
+    B = min(p["n_envs"], episodes)
+    s = rng.choice(starts, B)
+    steps = np.zeros(B, dtype=np.int64)
+    started, finished = B, 0
+    eps = epsilon_at(p, 0)
+    a = choose(Q2, avail, s, eps, rng) if on_policy else None
+    terminal = mdp.terminal
+    n_updates = 0
+    while len(s):
+        if not on_policy:
+            a = choose(Q2, avail, s, eps, rng)
+        s2, r = sampler.draw(s, a, rng)
+        term = terminal[s2]
+        steps += 1
+        if on_policy:
+            a2 = choose(Q2, avail, s2, eps, rng)
+            boot = np.where(term, 0.0, Q2[s2, a2])
+        else:
+            boot = np.where(term, 0.0, Q2[s2].max(axis=1))
+        batch_update(Qf, N, s * A + a, r + gamma * boot, p)
+        n_updates += len(s)
+        end = term | (steps >= max_steps)
+        if end.any():
+            ended = np.flatnonzero(end)
+            finished += len(ended)
+            eps = epsilon_at(p, finished)
+            k = min(len(ended), episodes - started)
+            again = ended[:k]
+            started += k
+            s2[again] = rng.choice(starts, k)
+            steps[again] = 0
+            keep = ~end
+            keep[again] = True
+            if on_policy and k:
+                a2[again] = choose(Q2, avail, s2[again], eps, rng)
+            s2, steps = s2[keep], steps[keep]
+            if on_policy:
+                a2 = a2[keep]
+            ctx.step(finished, episodes, epsilon=eps)
+        s = s2
+        if on_policy:
+            a = a2
+    return Q2, N.reshape(S, A), n_updates
+
+
+def logged_control(log: Logged, p: dict, ctx, *, on_policy: bool):
+    """Q-learning or SARSA sweeps over logged transitions.  Returns Q (S, A) and visit counts."""
+    S, A = log.avail.shape
+    avail = log.avail
+    has = avail.any(axis=1)
+    Qf = np.full(S * A, float(p["initial_q"]))
+    Qf[~avail.ravel()] = NEG
+    Q2 = Qf.reshape(S, A)
+    N = np.zeros(S * A)
+    s, a, r, ns, done = log.s, log.a, log.r, log.ns, log.done
+    gamma, eps = p["gamma"], p["epsilon"]
+    n = len(s)
+    next_a = np.full(n, -1, dtype=np.intp)
+    next_a[:-1] = np.where(log.link[:-1], a[1:], -1)
+    key = s * A + a
+    B = p["batch_size"]
+    for epoch in range(p["n_epochs"]):
+        if B == 1:
+            _sequential_sweep(Q2, N, s, a, r, ns, done, next_a, avail, has, p, on_policy)
+        else:
+            for lo in range(0, n, B):
+                sl = slice(lo, lo + B)
+                nsb = ns[sl]
+                if on_policy:
+                    na = next_a[sl]
+                    exp = expected_under_egreedy(Q2[nsb], avail[nsb], eps)
+                    boot = np.where(na >= 0, Q2[nsb, np.maximum(na, 0)], exp)
+                else:
+                    boot = np.where(has[nsb], Q2[nsb].max(axis=1), 0.0)
+                boot = np.where(done[sl], 0.0, boot)
+                batch_update(Qf, N, key[sl], r[sl] + gamma * boot, p)
+        ctx.step(epoch + 1, p["n_epochs"])
+    return Q2, N.reshape(S, A), n * p["n_epochs"]
+
+
+def _sequential_sweep(Q2, N, s, a, r, ns, done, next_a, avail, has, p, on_policy):
+    """One strictly sequential pass (Python loop over preallocated lists)."""
+    Q = Q2.tolist()
+    C = N.reshape(Q2.shape).tolist()
+    gamma, eps = p["gamma"], p["epsilon"]
+    const = p["alpha_schedule"] == "constant"
+    alpha, power = p["alpha"], -p["alpha_power"]
+    has_l = has.tolist()
+    avail_l = avail.tolist()
+    for si, ai, ri, nsi, di, nai in zip(s.tolist(), a.tolist(), r.tolist(), ns.tolist(), done.tolist(),
+                                         next_a.tolist(), strict=True):
+        if di or not has_l[nsi]:
+            t = ri
+        elif not on_policy:
+            t = ri + gamma * max(Q[nsi])
+        elif nai >= 0:
+            t = ri + gamma * Q[nsi][nai]
+        else:
+            row = [q for q, ok in zip(Q[nsi], avail_l[nsi], strict=True) if ok]
+            t = ri + gamma * ((1.0 - eps) * max(row) + eps * sum(row) / len(row))
+        qs = Q[si]
+        if const:
+            qs[ai] += alpha * (t - qs[ai])
+        else:
+            c = C[si][ai] + 1.0
+            C[si][ai] = c
+            qs[ai] += (t - qs[ai]) * c**power
+    Q2[:] = np.asarray(Q)
+    N[:] = np.asarray(C).ravel()
