@@ -355,7 +355,33 @@ def evaluate_policy_linear(mdp: MDP, policy: np.ndarray, gamma: float) -> np.nda
         except (MatrixRankWarning, RuntimeError):
             return None
     V = np.atleast_1d(np.asarray(V, dtype=np.float64))
-    return V if np.isfinite(V).all() else None
+    if not np.isfinite(V).all():
+        return None
+    scale = 1.0 + float(np.max(np.abs(r_pi), initial=0.0))
+    if np.max(np.abs(M @ V - r_pi), initial=0.0) > 1e-8 * scale * (1.0 + np.max(np.abs(V), initial=0.0)) \
+            or np.max(np.abs(V), initial=0.0) > 1e12 * scale:
+        return None  # numerically singular: an improper policy under gamma = 1
+    return V
+
+
+def proper_policy(mdp: MDP) -> np.ndarray:
+    """A policy that reaches a terminal state with probability 1 from every state that can reach one.
+
+    Grows the set of states that reach a terminal: a state joins with an action that moves into the set with
+    positive probability, so following the policy gets closer with positive probability at every step.  States
+    that cannot reach a terminal keep their first action.  (Policy iteration with gamma = 1 needs a proper start.)
+    """
+    S = mdp.n_states
+    has = mdp.avail.any(axis=0)
+    pol = np.where(has, np.argmax(mdp.avail, axis=0), -1)
+    reach = mdp.terminal.copy()
+    while True:
+        hit = ((mdp.P @ reach.astype(np.float64)) > 0).reshape(mdp.n_actions, S) & mdp.avail
+        new = hit.any(axis=0) & ~reach
+        if not new.any():
+            return pol
+        pol[new] = np.argmax(hit[:, new], axis=0)
+        reach |= new
 
 
 def evaluate_policy_iterative(mdp: MDP, policy: np.ndarray, gamma: float, *, tol: float, max_iter: int,

@@ -7,6 +7,9 @@ refits every ``theta_a`` by ridge least squares on the rows that took ``a`` (``t
 seed T50).  This is the notes' Algorithm 6 with the one observed successor as its ``k = 1`` sample
 (the notes sample ``x'`` from a model; seed errata: the missing ``y_i = max_a q(a)`` line is restored and
 the sum runs over the m samples), i.e. fitted Q iteration.  Stops when ``max |y_new - y| < tol``.
+Like every fitted value iteration with a non-averaging approximator it can diverge: bases that extrapolate
+(high-degree polynomials, narrow RBFs) beyond the sampled states are the usual cause; bounded bases
+(``sigmoid``) behave.  Non-finite values raise an error naming the remedies.
 
 Data: columns ``x_*`` (state), ``action``, ``reward``, ``x_next_*``, ``done``.  Predict takes rows of
 states (``x_*`` columns or a matrix) and returns the greedy action, V and Q.
@@ -96,6 +99,9 @@ class FittedValueIteration(Reinforcement):
             for j, (rows, fac) in enumerate(solvers):
                 theta[j] = cho_solve(fac, F[rows].T @ y_new[rows])
             change = float(np.max(np.abs(y_new - y_old)))
+            if not np.isfinite(theta).all() or not np.isfinite(y_new).all():
+                raise DataError("fitted value iteration diverged: the basis extrapolates beyond the sampled states "
+                                "(try basis='sigmoid' or 'none', a smaller gamma, or a larger ridge)")
             y_old = y_new
             ctx.step(it, p["max_iter"], change=change)
             if change < p["tol"]:

@@ -7,8 +7,9 @@ previous V (``"iterative"``, modified policy iteration [Sutton & Barto §4.6], f
 that never reaches a terminal state) falls back to backups.  Improvement is greedy; a state keeps its
 action unless another is better by more than ``1e-12 (1 + |Q|)``, so "converged" (a gap of the notes) means
 "the policy did not change".  The initial policy takes the first defined action of every state (the notes
-start from a random one; a fixed start keeps fits deterministic).  ``horizon`` uses backward induction,
-as in value iteration.
+start from a random one; a fixed start keeps fits deterministic); with gamma = 1 it is a proper policy
+(one that reaches a terminal state, ``_mdp.proper_policy``), so that its linear system is not singular.
+``horizon`` uses backward induction, as in value iteration.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class MDPPolicyIteration(_MDPSolver):
         S = np.arange(mdp.n_states)
         has = mdp.avail.any(axis=0)
         policy = np.where(has, np.argmax(mdp.avail, axis=0), -1)
+        if gamma >= 1.0:
+            policy = M.proper_policy(mdp)
         V = np.zeros(mdp.n_states)
         converged = False
         it = 0
