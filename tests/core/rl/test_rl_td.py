@@ -63,7 +63,7 @@ def test_q_learning_from_logged_transitions_converges_to_optimal_q(batch_size):
     assert m.evaluate(log)["bellman_residual"] < 1.5
 
 
-@pytest.mark.parametrize("n_envs", [1, 32])
+@pytest.mark.parametrize("n_envs", [4, 32])
 def test_q_learning_by_simulation_converges_to_optimal_q(n_envs):
     tab = random_mdp(np.random.default_rng(3), S=6, A=2, density=0.5)
     opt = _optimal_q(tab, 0.8)
@@ -89,7 +89,7 @@ def _greedy_path(model, start="3,0", goal="3,11", limit=60):
 def test_cliff_walking_sarsa_takes_the_safe_path_q_learning_the_optimal_one():
     """Sutton & Barto, Example 6.6 (epsilon = 0.1, alpha = 0.5)."""
     tab, goal = cliff_walking()
-    kw = {"gamma": 1.0, "terminal_states": goal, "epsilon": 0.1, "alpha": 0.5, "n_envs": 4,
+    kw = {"gamma": 1.0, "terminal_states": goal, "epsilon": 0.1, "alpha": 0.5, "n_envs": 8,
           "simulate": {"episodes": 800, "max_steps": 500, "start_states": ["3,0"]}, "random_state": 1}
     q = QLearning(**kw).fit(tab)
     s = Sarsa(**kw).fit(tab)
@@ -102,11 +102,11 @@ def test_cliff_walking_sarsa_takes_the_safe_path_q_learning_the_optimal_one():
     assert q.evaluate(tab)["policy_agreement"] > s.evaluate(tab)["policy_agreement"]
 
 
-@pytest.mark.parametrize("lam", [0.0, 0.5, 0.9])
+@pytest.mark.parametrize("lam", [0.0, 0.5, 0.8])
 def test_td_lambda_random_walk_by_simulation(lam):
     tab, terms, true_v = random_walk()
     m = TDLearning(gamma=1.0, td_lambda=lam, terminal_states=terms, alpha_schedule="visits", alpha_power=0.6,
-                   n_envs=1, simulate={"episodes": 3000, "max_steps": 1000, "start_states": ["C"]},
+                   n_envs=16, simulate={"episodes": 3000, "max_steps": 1000, "start_states": ["C"]},
                    random_state=0).fit(tab)
     v = m.predict_value(list("ABCDE"))
     assert np.sqrt(np.mean((v - true_v) ** 2)) < 0.05
