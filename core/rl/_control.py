@@ -35,19 +35,33 @@ class TDControl(TabularAgent):
     reports_progress = True
     on_policy = False  # the hook: SARSA bootstraps from the action it takes next, Q-learning from the max
 
-    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+    def validate_input(self, X) -> None:
+        """Every check of ``fit`` that needs no learning (DataError / ParamError naming the column or param)."""
         p = self._validated_params()
-        cols = M.as_columns(X)
-        rng = check_random_state(p["random_state"])
+        self._prepare(M.as_columns(X), p)
+
+    @staticmethod
+    def _prepare(cols, p):
         if p["simulate"] is not None:
             mdp = M.build_mdp(cols, p, terminal_states=p["terminal_states"])
             M.check_gamma(p["gamma"], None, bool(mdp.terminal.any()))
             T.start_states(mdp, p["simulate"])
+            return mdp
+        log = T.Logged(cols, p)
+        log.check_gamma(p["gamma"])
+        return log
+
+    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        cols = M.as_columns(X)
+        rng = check_random_state(p["random_state"])
+        data = self._prepare(cols, p)
+        if p["simulate"] is not None:
+            mdp = data
             Q2, N, n_updates = T.simulate_control(mdp, p, rng, ctx, on_policy=self.on_policy)
             states, actions, avail, terminal = mdp.states, mdp.actions, mdp.avail.T, mdp.terminal
         else:
-            log = T.Logged(cols, p)
-            log.check_gamma(p["gamma"])
+            log = data
             Q2, N, n_updates = T.logged_control(log, p, ctx, on_policy=self.on_policy)
             states, actions, avail = log.states, log.actions, log.avail
             terminal = ~avail.any(axis=1)

@@ -70,11 +70,21 @@ class FittedValueIteration(Reinforcement):
         return (C.matrix(cols, xs), a_lab, M.float_column(cols, names["reward"]), C.matrix(cols, xn),
                 M.bool_column(cols, names["done"]), xs)
 
-    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+    def validate_input(self, X) -> None:
+        """Every check of ``fit`` that needs no fitting (DataError / ParamError naming the column or param)."""
         p = self._validated_params()
-        Xs, a_lab, r, Xn, done, names = self._load(X, p)
+        self._check(p, *self._load(X, p))
+
+    @staticmethod
+    def _check(p, Xs, a_lab, r, Xn, done, names):
         if p["gamma"] >= 1.0 and not done.any():
             raise ParamError("gamma", "gamma = 1 needs episodes that end (a true 'done' value); use gamma < 1")
+
+    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        loaded = self._load(X, p)
+        self._check(p, *loaded)
+        Xs, a_lab, r, Xn, done, names = loaded
         rng = check_random_state(p["random_state"])
         basis = make_basis(p, np.vstack([Xs, Xn]), random_state=rng)
         F = self._features(basis, Xs)

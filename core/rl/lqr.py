@@ -102,10 +102,14 @@ class LQR(Reinforcement):
         W = resid.T @ resid / max(len(Xs) - n - d, 1)
         return A, B, W, xs
 
-    def fit(self, X=None, y=None, *, ctx=NULL_CONTEXT):
+    def validate_input(self, X=None) -> None:
+        """Every check of ``fit`` short of the Riccati recursion (matrices' sizes and definiteness, columns)."""
         p = self._validated_params()
-        A, B, W, names = self._system(X, p)
-        n, d = B.shape
+        A, B, _, _ = self._system(X, p)
+        self._costs(p, *B.shape)
+
+    @staticmethod
+    def _costs(p, n, d):
         Q = np.eye(n) if p["Q"] is None else _as_matrix("Q", p["Q"], (n, n))
         R = np.eye(d) if p["R"] is None else _as_matrix("R", p["R"], (d, d))
         Qf = Q if p["Q_final"] is None else _as_matrix("Q_final", p["Q_final"], (n, n))
@@ -115,6 +119,13 @@ class LQR(Reinforcement):
             ev = np.linalg.eigvalsh(Mx)
             if (pd and ev.min() <= 0) or ev.min() < -1e-10 * (1 + np.abs(ev).max()):
                 raise ParamError(nm, "must be positive definite" if pd else "must be positive semi-definite")
+        return Q, R, Qf
+
+    def fit(self, X=None, y=None, *, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        A, B, W, names = self._system(X, p)
+        n, d = B.shape
+        Q, R, Qf = self._costs(p, n, d)
         g = p["gamma"]
         W0 = np.zeros((n, n)) if W is None else W
         P = Qf.copy()

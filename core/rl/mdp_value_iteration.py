@@ -30,6 +30,10 @@ class _MDPSolver(TabularAgent):
         M.check_gamma(p["gamma"], p["horizon"], bool(mdp.terminal.any()))
         return mdp
 
+    def validate_input(self, X) -> None:
+        """Every check of ``fit`` that needs no solving (DataError / ParamError naming the column or param)."""
+        self._fit_mdp(X, self._validated_params())
+
     def _backward_induction(self, mdp: M.MDP, gamma: float, T: int, ctx):
         S = mdp.n_states
         V = np.zeros(S)

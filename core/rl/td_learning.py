@@ -56,21 +56,35 @@ class TDLearning(TabularAgent):
         **M.COLUMN_PARAMS,
     }
 
-    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+    def validate_input(self, X) -> None:
+        """Every check of ``fit`` that needs no learning (DataError / ParamError naming the column or param)."""
         p = self._validated_params()
-        cols = M.as_columns(X)
-        rng = check_random_state(p["random_state"])
+        self._prepare(M.as_columns(X), p)
+
+    def _prepare(self, cols, p):
         if p["simulate"] is not None:
             mdp = M.build_mdp(cols, p, terminal_states=p["terminal_states"])
             M.check_gamma(p["gamma"], None, bool(mdp.terminal.any()))
             T.start_states(mdp, p["simulate"])
+            self._policy_table(mdp, p)
+            return mdp
+        log = T.Logged(cols, p)
+        log.check_gamma(p["gamma"])
+        return log
+
+    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        cols = M.as_columns(X)
+        rng = check_random_state(p["random_state"])
+        data = self._prepare(cols, p)
+        if p["simulate"] is not None:
+            mdp = data
             V, N, n_updates = self._simulate(mdp, p, rng, ctx)
             Q = mdp.q_values(V, p["gamma"], out_of_range=0.0)
             avail, terminal = mdp.avail, mdp.terminal
             states, actions = mdp.states, mdp.actions
         else:
-            log = T.Logged(cols, p)
-            log.check_gamma(p["gamma"])
+            log = data
             V, N, n_updates = self._logged(log, p, ctx)
             n_sa, R = log.empirical_model()
             S, A = log.avail.shape
