@@ -122,6 +122,47 @@ def sorted_labels(values) -> list:
     return uniq
 
 
+def _label_values(arr: np.ndarray, column: str) -> np.ndarray:
+    """A label column as a homogeneous array (int64, float64 or str) when possible, else an object array."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind == "f":
+        if np.isnan(arr).any():
+            raise DataError(f"column {column!r} has missing values")
+        return arr.astype(np.int64) if np.all(np.mod(arr, 1) == 0) else arr
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64)
+    if arr.dtype.kind in "UbS":
+        return arr
+    vals = label_list(arr, column)
+    if vals and all(type(v) is str for v in vals):
+        return np.asarray(vals, dtype=str)
+    return label_array(vals)
+
+
+def encode_together(arrays: list[np.ndarray], columns: list[str], extra: list | None = None
+                    ) -> tuple[list, list[np.ndarray]]:
+    """One sorted label set for several columns (and ``extra`` labels) and each column's codes.
+
+    Vectorised (``np.unique``) when the columns share a type; labels of mixed types go through Python.
+    """
+    vals = [_label_values(a, c) for a, c in zip(arrays, columns, strict=True)]
+    ext = [norm_label(v) for v in (extra or [])]
+    kinds = {v.dtype.kind for v in vals}
+    ext_ok = all((type(e) is int and kinds <= {"i"}) or (type(e) is str and kinds <= {"U"}) for e in ext)
+    if len(kinds) == 1 and kinds <= {"i", "U", "f"} and ext_ok:
+        parts = vals + ([np.asarray(ext)] if ext else [])
+        uniq, inv = np.unique(np.concatenate(parts), return_inverse=True)
+        codes, start = [], 0
+        for v in vals:
+            codes.append(inv[start:start + len(v)].astype(np.intp))
+            start += len(v)
+        return uniq.tolist(), codes
+    lists = [v.tolist() for v in vals]
+    labels = sorted_labels([x for lst in lists for x in lst] + ext)
+    idx = LabelIndex(labels)
+    return labels, [idx.encode(lst, c) for lst, c in zip(lists, columns, strict=True)]
+
+
 class LabelIndex:
     """label -> 0..n-1; also finds a label sent as text ("3") or as a number (3) for the other form."""
 
@@ -233,9 +274,6 @@ def build_mdp(cols: Mapping, p: Mapping, *, terminal_states=None) -> MDP:
     n = n_rows(cols)
     if n == 0:
         raise DataError("the transition table has no rows")
-    s_lab = label_list(cols[names["state"]], names["state"])
-    a_lab = label_list(cols[names["action"]], names["action"])
-    ns_lab = label_list(cols[names["next_state"]], names["next_state"])
     prob = float_column(cols, names["probability"])
     rew = float_column(cols, names["reward"])
     if (prob < 0).any():
@@ -246,34 +284,30 @@ def build_mdp(cols: Mapping, p: Mapping, *, terminal_states=None) -> MDP:
         raise DataError(f"column {names['probability']!r} has a probability above 1 ({prob[i]}) in row {i}")
 
     term_col = p.get("terminal_column", "terminal")
-    term_set = set()
-    if term_col in cols:
-        flags = bool_column(cols, term_col)
-        term_set.update(s for s, f in zip(s_lab, flags.tolist(), strict=True) if f)
+    all_labels, (s, ns) = encode_together([cols[names["state"]], cols[names["next_state"]]],
+                                          [names["state"], names["next_state"]], list(terminal_states or []))
+    is_term = np.zeros(len(all_labels), dtype=bool)
     if terminal_states:
-        term_set.update(norm_label(v) for v in terminal_states)
-    state_labels = sorted_labels(s_lab + [t for t in term_set])
-    sidx = LabelIndex(state_labels)
-    known = set(sidx.index)
-    unknown = [v for v in dict.fromkeys(ns_lab) if sidx.get(v) < 0]
-    if unknown:
+        lab = LabelIndex(all_labels)
+        is_term[[lab.get(v) for v in terminal_states]] = True
+    if term_col in cols:
+        is_term[s[bool_column(cols, term_col)]] = True
+    seen = np.zeros(len(all_labels), dtype=bool)
+    seen[s] = True
+    seen |= is_term
+    if not seen[ns].all():
+        unknown = [all_labels[i] for i in dict.fromkeys(ns[~seen[ns]].tolist())]
         raise DataError(f"column {names['next_state']!r} holds value(s) never seen as a state and not declared "
                         f"terminal: {', '.join(repr(u) for u in unknown[:5])} (add rows for them, or mark them "
                         f"terminal with the 'terminal' column or the terminal_states parameter)")
-    del known
-    s = sidx.encode(s_lab, names["state"])
-    ns = sidx.encode(ns_lab, names["next_state"])
+    state_labels = all_labels
     S = len(state_labels)
-    terminal = np.zeros(S, dtype=bool)
-    for t in term_set:
-        terminal[sidx.get(t)] = True
+    terminal = is_term
     keep = ~terminal[s]  # rows leaving a terminal state are ignored (terminal states have value 0)
     if not keep.any():
         raise DataError("every row of the transition table leaves a terminal state; there is nothing to solve")
-    action_labels = sorted_labels([a for a, k in zip(a_lab, keep.tolist(), strict=True) if k])
-    aidx = LabelIndex(action_labels)
-    a = aidx.encode(a_lab, names["action"], "action")
-    s, a, ns, prob, rew = s[keep], a[keep], ns[keep], prob[keep], rew[keep]
+    action_labels, (a,) = encode_together([np.asarray(cols[names["action"]])[keep]], [names["action"]])
+    s, ns, prob, rew = s[keep], ns[keep], prob[keep], rew[keep]
     A = len(action_labels)
     row = a * S + s
     # merge duplicate (s, a, s') rows: probabilities add, the reward is their probability-weighted mean

@@ -27,15 +27,22 @@ NEG = -np.inf
 # ------------------------------------------------------------------------------------------------
 def batch_update(values: np.ndarray, counts: np.ndarray, key: np.ndarray, target: np.ndarray, p: dict) -> None:
     """Move ``values[key]`` towards ``target`` (merged per key, see the module docstring); in place."""
-    if len(key) == 1:
+    n = len(key)
+    if n == 1:
         k = key[0]
         counts[k] += 1
         rate = p["alpha"] if p["alpha_schedule"] == "constant" else counts[k] ** -p["alpha_power"]
         values[k] += rate * (target[0] - values[k])
         return
-    uk, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
     delta = target - values[key]
-    mean_d = np.bincount(inv, weights=delta, minlength=len(uk)) / cnt
+    if len(values) <= 64 * n:  # small tables: dense bincounts beat sorting
+        cnt_all = np.bincount(key, minlength=len(values))
+        uk = np.flatnonzero(cnt_all)
+        cnt = cnt_all[uk]
+        mean_d = np.bincount(key, weights=delta, minlength=len(values))[uk] / cnt
+    else:
+        uk, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+        mean_d = np.bincount(inv, weights=delta, minlength=len(uk)) / cnt
     counts[uk] += cnt
     if p["alpha_schedule"] == "constant":
         frac = 1.0 - (1.0 - p["alpha"]) ** cnt
@@ -48,16 +55,23 @@ def epsilon_at(p: dict, episodes_done: int) -> float:
     return max(p["epsilon_min"], p["epsilon"] * p["epsilon_decay"] ** episodes_done)
 
 
-def choose(Q2: np.ndarray, avail: np.ndarray, s: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
-    """epsilon-greedy actions for the states ``s`` (ties between greedy actions broken at random)."""
-    Qs = Q2[s]
-    av = avail[s]
+def choose(QT: np.ndarray, availT: np.ndarray | None, s: np.ndarray, eps: float,
+           rng: np.random.Generator) -> np.ndarray:
+    """epsilon-greedy actions for the states ``s`` (ties between greedy actions broken at random).
+
+    ``QT`` is (A, S): gathering ``QT[:, s]`` gives (A, n) rows, and reductions over the short action axis run
+    across contiguous rows (much faster in NumPy than over a trailing axis of length A).
+    """
+    Qs = QT[:, s]
     noise = rng.random(Qs.shape)
-    top = Qs.max(axis=1, keepdims=True)
-    greedy = np.argmax(np.where((Qs >= top) & av, noise, -1.0), axis=1)
+    # unavailable actions hold -inf in Q, so they are never maximal unless a state has no action at all
+    greedy = np.argmax(np.where(Qs >= Qs.max(axis=0), noise, -1.0), axis=0)
     if eps <= 0.0:
         return greedy
-    rand = np.argmax(np.where(av, rng.random(Qs.shape), -1.0), axis=1)
+    if availT is None:  # every action everywhere: a uniform draw
+        rand = rng.integers(0, Qs.shape[0], size=len(s))
+    else:
+        rand = np.argmax(np.where(availT[:, s], rng.random(Qs.shape), -1.0), axis=0)
     return np.where(rng.random(len(s)) < eps, rand, greedy)
 
 
@@ -82,18 +96,12 @@ class Logged:
         n = M.n_rows(cols)
         if n == 0:
             raise DataError("the logged data has no rows")
-        s_lab = M.label_list(cols[names["state"]], names["state"])
-        ns_lab = M.label_list(cols[names["next_state"]], names["next_state"])
         self.r = M.float_column(cols, names["reward"])
         self.done = M.bool_column(cols, names["done"])
-        self.states = M.sorted_labels(s_lab + ns_lab)
-        idx = M.LabelIndex(self.states)
-        self.s = idx.encode(s_lab, names["state"])
-        self.ns = idx.encode(ns_lab, names["next_state"])
+        self.states, (self.s, self.ns) = M.encode_together([cols[names["state"]], cols[names["next_state"]]],
+                                                           [names["state"], names["next_state"]])
         if need_actions:
-            a_lab = M.label_list(cols[names["action"]], names["action"])
-            self.actions = M.sorted_labels(a_lab)
-            self.a = M.LabelIndex(self.actions).encode(a_lab, names["action"], "action")
+            self.actions, (self.a,) = M.encode_together([cols[names["action"]]], [names["action"]])
         else:
             self.actions, self.a = [], np.zeros(n, dtype=np.intp)
         # row i continues in row i+1 when it is not final, same episode, and i+1 starts where i ended
@@ -101,9 +109,8 @@ class Logged:
         link[:-1] = ~self.done[:-1] & (self.s[1:] == self.ns[:-1])
         ep_col = p["episode_column"]
         if ep_col in cols:
-            ep = M.label_list(cols[ep_col], ep_col)
-            same = np.array([ep[i] == ep[i + 1] for i in range(n - 1)], dtype=bool)
-            link[:-1] &= same
+            _, (ep,) = M.encode_together([cols[ep_col]], [ep_col])
+            link[:-1] &= ep[1:] == ep[:-1]
         self.link = link
         S, A = len(self.states), max(len(self.actions), 1)
         avail = np.zeros((S, A), dtype=bool)
@@ -162,11 +169,12 @@ def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_p
     """Q-learning (``on_policy=False``) or SARSA on episodes simulated from ``mdp``.  Returns Q (S, A), visits."""
     sim = p["simulate"]
     S, A = mdp.n_states, mdp.n_actions
-    avail = mdp.avail.T.copy()  # (S, A)
-    Qf = np.full(S * A, float(p["initial_q"]))
-    Qf[~avail.ravel()] = NEG
-    Q2 = Qf.reshape(S, A)
-    N = np.zeros(S * A)
+    availT = mdp.avail  # (A, S)
+    Qf = np.full(A * S, float(p["initial_q"]))
+    Qf[~availT.ravel()] = NEG
+    choice_mask = None if availT.all() else availT
+    QT = Qf.reshape(A, S)
+    N = np.zeros(A * S)
     sampler = mdp.sampler()
     starts = start_states(mdp, sim)
     episodes, max_steps, gamma = sim["episodes"], sim["max_steps"], p["gamma"]
@@ -175,21 +183,21 @@ def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_p
     steps = np.zeros(B, dtype=np.int64)
     started, finished = B, 0
     eps = epsilon_at(p, 0)
-    a = choose(Q2, avail, s, eps, rng) if on_policy else None
+    a = choose(QT, choice_mask, s, eps, rng) if on_policy else None
     terminal = mdp.terminal
     n_updates = 0
     while len(s):
         if not on_policy:
-            a = choose(Q2, avail, s, eps, rng)
+            a = choose(QT, choice_mask, s, eps, rng)
         s2, r = sampler.draw(s, a, rng)
         term = terminal[s2]
         steps += 1
         if on_policy:
-            a2 = choose(Q2, avail, s2, eps, rng)
-            boot = np.where(term, 0.0, Q2[s2, a2])
+            a2 = choose(QT, choice_mask, s2, eps, rng)
+            boot = np.where(term, 0.0, QT[a2, s2])
         else:
-            boot = np.where(term, 0.0, Q2[s2].max(axis=1))
-        batch_update(Qf, N, s * A + a, r + gamma * boot, p)
+            boot = np.where(term, 0.0, QT[:, s2].max(axis=0))
+        batch_update(Qf, N, a * S + s, r + gamma * boot, p)
         n_updates += len(s)
         end = term | (steps >= max_steps)
         if end.any():
@@ -204,7 +212,7 @@ def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_p
             keep = ~end
             keep[again] = True
             if on_policy and k:
-                a2[again] = choose(Q2, avail, s2[again], eps, rng)
+                a2[again] = choose(QT, choice_mask, s2[again], eps, rng)
             s2, steps = s2[keep], steps[keep]
             if on_policy:
                 a2 = a2[keep]
@@ -212,48 +220,49 @@ def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_p
         s = s2
         if on_policy:
             a = a2
-    return Q2, N.reshape(S, A), n_updates
+    return QT.T, N.reshape(A, S).T, n_updates
 
 
 def logged_control(log: Logged, p: dict, ctx, *, on_policy: bool):
     """Q-learning or SARSA sweeps over logged transitions.  Returns Q (S, A) and visit counts."""
     S, A = log.avail.shape
-    avail = log.avail
-    has = avail.any(axis=1)
-    Qf = np.full(S * A, float(p["initial_q"]))
-    Qf[~avail.ravel()] = NEG
-    Q2 = Qf.reshape(S, A)
-    N = np.zeros(S * A)
+    availT = np.ascontiguousarray(log.avail.T)  # (A, S): see ``choose``
+    has = availT.any(axis=0)
+    Qf = np.full(A * S, float(p["initial_q"]))
+    Qf[~availT.ravel()] = NEG
+    QT = Qf.reshape(A, S)
+    N = np.zeros(A * S)
     s, a, r, ns, done = log.s, log.a, log.r, log.ns, log.done
     gamma, eps = p["gamma"], p["epsilon"]
     n = len(s)
     next_a = np.full(n, -1, dtype=np.intp)
     next_a[:-1] = np.where(log.link[:-1], a[1:], -1)
-    key = s * A + a
+    key = a * S + s
     B = p["batch_size"]
     for epoch in range(p["n_epochs"]):
         if B == 1:
-            _sequential_sweep(Q2, N, s, a, r, ns, done, next_a, avail, has, p, on_policy)
+            _sequential_sweep(QT.T, N.reshape(A, S).T, s, a, r, ns, done, next_a, log.avail, has, p, on_policy)
         else:
             for lo in range(0, n, B):
                 sl = slice(lo, lo + B)
                 nsb = ns[sl]
+                Qn = QT[:, nsb]
                 if on_policy:
                     na = next_a[sl]
-                    exp = expected_under_egreedy(Q2[nsb], avail[nsb], eps)
-                    boot = np.where(na >= 0, Q2[nsb, np.maximum(na, 0)], exp)
+                    exp = expected_under_egreedy(Qn.T, availT[:, nsb].T, eps)
+                    boot = np.where(na >= 0, QT[np.maximum(na, 0), nsb], exp)
                 else:
-                    boot = np.where(has[nsb], Q2[nsb].max(axis=1), 0.0)
+                    boot = np.where(has[nsb], Qn.max(axis=0), 0.0)
                 boot = np.where(done[sl], 0.0, boot)
                 batch_update(Qf, N, key[sl], r[sl] + gamma * boot, p)
         ctx.step(epoch + 1, p["n_epochs"])
-    return Q2, N.reshape(S, A), n * p["n_epochs"]
+    return QT.T, N.reshape(A, S).T, n * p["n_epochs"]
 
 
 def _sequential_sweep(Q2, N, s, a, r, ns, done, next_a, avail, has, p, on_policy):
     """One strictly sequential pass (Python loop over preallocated lists)."""
     Q = Q2.tolist()
-    C = N.reshape(Q2.shape).tolist()
+    C = N.tolist()
     gamma, eps = p["gamma"], p["epsilon"]
     const = p["alpha_schedule"] == "constant"
     alpha, power = p["alpha"], -p["alpha_power"]
@@ -278,4 +287,4 @@ def _sequential_sweep(Q2, N, s, a, r, ns, done, next_a, avail, has, p, on_policy
             C[si][ai] = c
             qs[ai] += (t - qs[ai]) * c**power
     Q2[:] = np.asarray(Q)
-    N[:] = np.asarray(C).ravel()
+    N[:] = np.asarray(C)
