@@ -39,7 +39,9 @@ class FittedValueIteration(Reinforcement):
     reports_progress = True
     params = {
         "gamma": _specs.GAMMA,
-        **{k: v for k, v in BASIS_PARAMS.items() if k != "n_centers"},
+        **{k: v for k, v in BASIS_PARAMS.items() if k not in ("n_centers", "width")},
+        "width": Float(None, gt=0.0, le=1e6, nullable=True,
+                       doc="Width s of the RBF/sigmoid basis functions (null: chosen from the data)."),
         "n_centers": Int(10, ge=1, le=10_000, doc="Centres for basis='gaussian_rbf' (total) or 'sigmoid' "
                                                    "(per feature)."),
         "ridge": Float(1e-6, ge=0.0, le=1e6, doc="L2 penalty of each least-squares fit (not on the intercept)."),

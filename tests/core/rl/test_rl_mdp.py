@@ -11,7 +11,7 @@ from core.rl.mdp_value_iteration import MDPValueIteration
 from core.validation import DataError
 from tests.core.rl._envs import dense, grid_4x3, random_mdp
 
-# Russell & Norvig, Fig. 17.3 (R(s) = -0.04, gamma = 1), the grid world behind [Passerini §15]
+# [Russell & Norvig] Fig. 17.3 (R(s) = -0.04, gamma = 1), the grid world behind [Passerini §15]
 AIMA_U = {(1, 1): 0.705, (2, 1): 0.655, (3, 1): 0.611, (4, 1): 0.388, (1, 2): 0.762, (3, 2): 0.660,
           (1, 3): 0.812, (2, 3): 0.868, (3, 3): 0.918}
 AIMA_POLICY = {(1, 1): "up", (1, 2): "up", (1, 3): "right", (2, 3): "right", (3, 3): "right",
