@@ -185,6 +185,9 @@ def _submit_rl(meta, art, req, enqueue, cls, params) -> tuple[dict, str]:
     if req.get("features") is not None:
         raise invalid(["body", "features"], f"a {cls.task} algorithm reads its columns by role (see its *_column "
                                             "params); remove the features field")
+    if req.get("validation"):
+        raise invalid(["body", "validation"], f"a {cls.task} algorithm has no hold-out or cross-validation; its "
+                                              "training metrics are computed on the table itself (use evaluate)")
     if req.get("dataset_id") is not None and req.get("data") is not None:
         raise invalid(["body", "dataset_id"], "give at most one of dataset_id or data")
     record, cols, loc = None, None, ["body", "dataset_id"]

@@ -146,10 +146,18 @@ def test_bad_params_and_columns_are_422(client, algorithm, params, fragment, loc
     assert body["errors"][0]["loc"][1] == loc
 
 
-def test_target_is_rejected(client):
-    r = client.post("/v1/train", json={"algorithm": "mdp_value_iteration", "target": "reward",
+@pytest.mark.parametrize("extra, fragment", [({"target": "reward"}, "no target"),
+                                             ({"features": ["state"]}, "features"),
+                                             ({"validation": {"holdout": 0.2}}, "hold-out")])
+def test_supervised_fields_are_rejected(client, extra, fragment):
+    r = client.post("/v1/train", json={"algorithm": "mdp_value_iteration", **extra,
                                        "data": {"columns": COLUMNS, "rows": [["a", "x", "a", 1.0, 0.0]]}})
-    assert_problem(r, 422, "no target")
+    assert_problem(r, 422, fragment)
+
+
+def test_lqr_needs_matrices_or_data(client):
+    assert_problem(client.post("/v1/train", json={"algorithm": "lqr"}), 422, "A and B")
+    assert_problem(client.post("/v1/train", json={"algorithm": "q_learning"}), 422, "needs a dataset")
 
 
 def test_progress_and_cancellation_of_a_long_simulation(client):
