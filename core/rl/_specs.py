@@ -73,5 +73,6 @@ ALPHA_POWER = Float(1.0, gt=0.5, le=1.0, doc="Exponent of the visit-count learni
 N_EPOCHS = Int(20, ge=1, le=100_000, doc="Logged data: sweeps over the transitions.")
 BATCH_SIZE = Int(1, ge=1, le=1_000_000,
                  doc="Logged data: transitions per update (1: strictly sequential; more: vectorised, see docs).")
-N_ENVS = Int(16, ge=1, le=100_000, doc="Simulation: episodes run side by side (vectorised; 1: sequential).")
+N_ENVS = Int(1, ge=1, le=100_000,
+             doc="Simulation: episodes run side by side (NumPy-vectorised; pays off from ~100); 1: sequential.")
 INITIAL_Q = Float(0.0, ge=-1e9, le=1e9, doc="Initial value of every Q(s, a) (optimistic when high).")

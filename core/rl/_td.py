@@ -178,6 +178,9 @@ def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_p
     sampler = mdp.sampler()
     starts = start_states(mdp, sim)
     episodes, max_steps, gamma = sim["episodes"], sim["max_steps"], p["gamma"]
+    if p["n_envs"] == 1:
+        _simulate_sequential(mdp, p, rng, ctx, on_policy, QT, N, starts)
+        return QT.T, N.reshape(A, S).T, int(N.sum())
     B = min(p["n_envs"], episodes)
     s = rng.choice(starts, B)
     steps = np.zeros(B, dtype=np.int64)
@@ -221,6 +224,73 @@ def simulate_control(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, *, on_p
         if on_policy:
             a = a2
     return QT.T, N.reshape(A, S).T, n_updates
+
+
+def _simulate_sequential(mdp: M.MDP, p: dict, rng: np.random.Generator, ctx, on_policy: bool,
+                         QT: np.ndarray, N: np.ndarray, starts: np.ndarray) -> None:
+    """``n_envs = 1``: one episode after another, one update after another (a Python loop over lists)."""
+    import random
+    from bisect import bisect_right
+
+    S, A = mdp.n_states, mdp.n_actions
+    sim = p["simulate"]
+    py = random.Random(int(rng.integers(2**63)))
+    rnd, randrange = py.random, py.randrange
+    P = mdp.P
+    indptr, indices = P.indptr.tolist(), P.indices.tolist()
+    cum = np.cumsum(P.data).tolist()
+    cum0 = np.concatenate([[0.0], np.cumsum(P.data)])
+    base = cum0[P.indptr[:-1]].tolist()
+    total = (cum0[P.indptr[1:]] - cum0[P.indptr[:-1]]).tolist()
+    rdata = mdp.Rw.data.tolist()
+    terminal = mdp.terminal.tolist()
+    Q = QT.T.tolist()  # Q[s][a], -inf where undefined
+    C = [[0.0] * A for _ in range(S)]
+    acts = [np.flatnonzero(mdp.avail[:, s]).tolist() for s in range(S)]
+    start_l = starts.tolist()
+    gamma, const = p["gamma"], p["alpha_schedule"] == "constant"
+    alpha, power = p["alpha"], -p["alpha_power"]
+    eps = epsilon_at(p, 0)
+
+    def choose_one(s):
+        av = acts[s]
+        if rnd() < eps:
+            return av[randrange(len(av))]
+        row = Q[s]
+        m = max(row)
+        ties = [i for i in av if row[i] == m]
+        return ties[0] if len(ties) == 1 else ties[randrange(len(ties))]
+
+    for episode in range(sim["episodes"]):
+        s = start_l[randrange(len(start_l))]
+        a = choose_one(s)
+        for _ in range(sim["max_steps"]):
+            row = a * S + s
+            j = bisect_right(cum, base[row] + rnd() * total[row], indptr[row], indptr[row + 1] - 1)
+            s2, r = indices[j], rdata[j]
+            if terminal[s2]:
+                target, a2 = r, -1
+            elif on_policy:
+                a2 = choose_one(s2)
+                target = r + gamma * Q[s2][a2]
+            else:
+                target, a2 = r + gamma * max(Q[s2]), -1
+            qs = Q[s]
+            if const:
+                qs[a] += alpha * (target - qs[a])
+                C[s][a] += 1.0
+            else:
+                c = C[s][a] + 1.0
+                C[s][a] = c
+                qs[a] += (target - qs[a]) * c**power
+            if terminal[s2]:
+                break
+            s = s2
+            a = a2 if on_policy else choose_one(s)
+        eps = epsilon_at(p, episode + 1)
+        ctx.step(episode + 1, sim["episodes"], epsilon=eps)
+    QT[:] = np.asarray(Q).T
+    N[:] = np.asarray(C).T.ravel()
 
 
 def logged_control(log: Logged, p: dict, ctx, *, on_policy: bool):

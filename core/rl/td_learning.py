@@ -122,6 +122,8 @@ class TDLearning(TabularAgent):
         const = p["alpha_schedule"] == "constant"
         V = np.zeros(S)
         N = np.zeros(S)
+        if p["n_envs"] == 1:
+            return self._simulate_sequential(mdp, p, rng, ctx, fixed, starts, V, N)
         B = min(p["n_envs"], episodes)
         s = rng.choice(starts, B)
         steps = np.zeros(B, dtype=np.int64)
@@ -165,6 +167,57 @@ class TDLearning(TabularAgent):
                 s2, steps = s2[keep], steps[keep]
                 ctx.step(finished, episodes)
             s = s2
+        return V, N, n_updates
+
+    @staticmethod
+    def _simulate_sequential(mdp, p, rng, ctx, fixed, starts, V, N):
+        """``n_envs = 1``: one episode after another, traces kept sparse (a dict), a Python loop."""
+        import random
+        from bisect import bisect_right
+
+        sim = p["simulate"]
+        S = mdp.n_states
+        py = random.Random(int(rng.integers(2**63)))
+        rnd, randrange = py.random, py.randrange
+        P = mdp.P
+        indptr, indices = P.indptr.tolist(), P.indices.tolist()
+        cum0 = np.concatenate([[0.0], np.cumsum(P.data)])
+        cum = cum0[1:].tolist()
+        base = cum0[P.indptr[:-1]].tolist()
+        total = (cum0[P.indptr[1:]] - cum0[P.indptr[:-1]]).tolist()
+        rdata = mdp.Rw.data.tolist()
+        terminal = mdp.terminal.tolist()
+        acts = [np.flatnonzero(mdp.avail[:, s]).tolist() for s in range(S)]
+        fixed_l = fixed.tolist()
+        Vl, Nl = V.tolist(), N.tolist()
+        gamma, lam = p["gamma"], p["td_lambda"]
+        const, alpha, power = p["alpha_schedule"] == "constant", p["alpha"], -p["alpha_power"]
+        replacing = p["trace"] == "replacing"
+        start_l, n_updates = starts.tolist(), 0
+        for episode in range(sim["episodes"]):
+            s = start_l[randrange(len(start_l))]
+            E: dict[int, float] = {}
+            for _ in range(sim["max_steps"]):
+                a = fixed_l[s] if fixed_l[s] >= 0 else acts[s][randrange(len(acts[s]))]
+                row = a * S + s
+                j = bisect_right(cum, base[row] + rnd() * total[row], indptr[row], indptr[row + 1] - 1)
+                s2, r = indices[j], rdata[j]
+                delta = r + (0.0 if terminal[s2] else gamma * Vl[s2]) - Vl[s]
+                Nl[s] += 1.0
+                n_updates += 1
+                if lam == 0.0:
+                    Vl[s] += (alpha if const else Nl[s] ** power) * delta
+                else:
+                    decay = gamma * lam
+                    E = {k: e * decay for k, e in E.items() if e * decay > 1e-12}
+                    E[s] = 1.0 if replacing else E.get(s, 0.0) + 1.0
+                    for k, e in E.items():
+                        Vl[k] += (alpha if const else Nl[k] ** power) * delta * e
+                if terminal[s2]:
+                    break
+                s = s2
+            ctx.step(episode + 1, sim["episodes"])
+        V[:], N[:] = Vl, Nl
         return V, N, n_updates
 
     # -- logged data: offline lambda-returns ----------------------------------------------------------
