@@ -151,7 +151,16 @@ def encode_together(arrays: list[np.ndarray], columns: list[str], extra: list | 
     ext_ok = all((type(e) is int and kinds <= {"i"}) or (type(e) is str and kinds <= {"U"}) for e in ext)
     if len(kinds) == 1 and kinds <= {"i", "U", "f"} and ext_ok:
         parts = vals + ([np.asarray(ext)] if ext else [])
-        uniq, inv = np.unique(np.concatenate(parts), return_inverse=True)
+        flat = np.concatenate(parts)
+        lo, hi = (int(flat.min()), int(flat.max())) if kinds == {"i"} and len(flat) else (0, -1)
+        if kinds == {"i"} and len(flat) and hi - lo <= 4 * len(flat) + 1024:
+            # integer labels over a compact range: a lookup table instead of a sort
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[flat - lo] = True
+            uniq = np.flatnonzero(present) + lo
+            inv = (np.cumsum(present) - 1)[flat - lo]
+        else:
+            uniq, inv = np.unique(flat, return_inverse=True)
         codes, start = [], 0
         for v in vals:
             codes.append(inv[start:start + len(v)].astype(np.intp))

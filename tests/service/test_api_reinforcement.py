@@ -65,6 +65,9 @@ def test_value_iteration_train_predict_evaluate_and_v2(client):
     assert outs["predict"]["data"] == ["right", "right"] and outs["predict"]["datatype"] == "BYTES"
     assert outs["value"]["data"][1] == pytest.approx(body["values"][1])
     assert outs["q_values"]["shape"] == [2, 2]
+    meta = client.get(f"/v2/models/{mid}").json()
+    assert meta["inputs"] == [{"name": "state", "datatype": "INT64", "shape": [-1]}]
+    assert [o["name"] for o in meta["outputs"]] == ["predict", "value", "q_values"]
 
 
 def test_q_learning_by_simulation_and_string_states_over_v2(client):
