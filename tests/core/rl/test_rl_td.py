@@ -222,3 +222,24 @@ def test_fitted_value_iteration_corridor():
     assert m.evaluate(X)["bellman_residual"] < 0.3
     with pytest.raises(DataError, match="'x_next_0'"):
         FittedValueIteration().fit({k: X[k] for k in ("x_0", "action", "reward", "done")})
+
+
+def test_visit_count_rate_gives_sample_means_and_epsilon_decays():
+    """alpha = 1/n on terminal transitions makes Q(s, a) the running mean of the rewards (any batch size)."""
+    rng = np.random.default_rng(0)
+    r = rng.normal(size=50)
+    log = {"state": np.array(["s"] * 50), "action": np.array(["a"] * 50), "reward": r,
+           "next_state": np.array(["end"] * 50), "done": np.ones(50, dtype=bool)}
+    for batch in (1, 7, 64):
+        m = QLearning(alpha_schedule="visits", alpha_power=1.0, n_epochs=1, batch_size=batch).fit(log)
+        assert m.predict_q(["s"])[0, 0] == pytest.approx(r.mean(), rel=1e-12)
+        assert m.visits_[m.states_.tolist().index("s"), 0] == 50
+    from core.rl._td import epsilon_at
+
+    p = {"epsilon": 0.5, "epsilon_decay": 0.9, "epsilon_min": 0.1}
+    assert epsilon_at(p, 0) == 0.5 and epsilon_at(p, 1) == pytest.approx(0.45) and epsilon_at(p, 100) == 0.1
+    # a decaying epsilon reaches the optimal policy on the cliff as well
+    tab, goal = cliff_walking()
+    q = QLearning(gamma=1.0, terminal_states=goal, epsilon=1.0, epsilon_decay=0.99, epsilon_min=0.05, alpha=0.5,
+                  simulate={"episodes": 600, "max_steps": 500, "start_states": ["3,0"]}, random_state=0).fit(tab)
+    assert len(_greedy_path(q)) - 1 == 13
