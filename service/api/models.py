@@ -19,6 +19,7 @@ from ..schemas.models import (
     PredictResponse,
 )
 from ..services import datasets as ds
+from ..services import rl
 from ..services.evaluation import evaluate_matrix
 from ..services.inference import run_sized
 from ..services.tables import parse_json_table
@@ -96,6 +97,8 @@ def predict_payload(bundle, body: object, max_rows: int) -> dict:
         raise invalid(["body", field], "must be a non-empty list")
     if len(data) > max_rows:
         raise invalid(["body", field], f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS)")
+    if bundle.task == rl.TASK:
+        return rl.predict(bundle, data, field)
     X = bundle.matrix_from_payload(data, field, json_numbers=True)
     try:
         return bundle.predict_matrix(X, return_proba=bool(body.get("return_proba")),
@@ -143,6 +146,12 @@ def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
         ds.get_record(r.meta, body.dataset_id)
         cols = ds.load_columns(r.art, body.dataset_id, mmap=False)
     by_name = {c.name: c for c in cols}
+    if bundle.task == rl.TASK:
+        if body.target is not None:
+            raise invalid(["body", "target"], "a reinforcement model takes no target")
+        n = len(cols[0].values) if cols else 0
+        out = rl.evaluate(bundle.estimator, rl.raw_columns(cols), n)
+        return Response(orjson.dumps(out), media_type="application/json")
     target = body.target or bundle.target
     y = None
     if bundle.task in ("classification", "regression"):

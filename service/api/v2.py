@@ -20,7 +20,7 @@ from ..schemas.v2 import (
     ServerReady,
     V2Error,
 )
-from ..services import oip
+from ..services import oip, rl
 from ..services.inference import run_sized
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
@@ -75,8 +75,11 @@ def _metadata(request: Request, model_name: str) -> dict:
     from core import registry
 
     features = record.get("features") or []
-    inputs = [{"name": f["name"], "datatype": "BYTES" if f.get("type") == "categorical" else "FP64", "shape": [-1]}
-              for f in features]
+    numeric = "FP64"
+    if record["task"] == rl.TASK and record["algorithm"] not in rl.MATRIX_INPUT:
+        numeric = "INT64"  # states are labels: BYTES, or INT64 when the state column is numeric
+    inputs = [{"name": f["name"], "datatype": "BYTES" if f.get("type") == "categorical" else numeric,
+               "shape": [-1]} for f in features]
     n_components = None
     if record["status"] == "ready":
         bundle = rt(request).cache.get(record["id"])

@@ -191,6 +191,9 @@ class PredictResponse(BaseModel):
     std: list[float] | None = None
     components: list[list[float]] | None = None
     log_density: list[float] | None = None
+    values: list[float] | None = Field(None, description="Reinforcement learning: V(s) per state.")
+    q_values: list[dict[str, float | None]] | None = Field(
+        None, description="Reinforcement learning: {action: Q(s, action)} per state.")
 
 
 class EvaluateRequest(Strict):

@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 
 from ..errors import NotFound, ProblemError
+from . import rl
 
 DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(bool), "INT8": np.dtype("<i1"), "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"),
@@ -197,6 +198,8 @@ def _as_text(arr: np.ndarray) -> list:
 
 
 def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndarray:
+    if bundle.task == rl.TASK:  # states (BYTES or INT64 labels; FP64 vectors), not a feature matrix
+        return rl.v2_input(bundle, tensors, max_rows)
     names = bundle._names
     index = bundle._index
     k = len(names)
@@ -279,6 +282,8 @@ def available_outputs(task: str, caps: dict, classes: list | None, n_components:
         return [{"name": "transform", "datatype": "FP64", "shape": [-1, n_components or -1]}]
     if task == "density":
         return [{"name": "score_samples", "datatype": "FP64", "shape": [-1]}]
+    if task == rl.TASK:
+        return caps.get("rl_outputs") or [{"name": "predict", "datatype": "BYTES", "shape": [-1]}]
     return [{"name": "predict", "datatype": "FP64", "shape": [-1]}]
 
 
@@ -294,13 +299,18 @@ def label_datatype(labels: list) -> str:
 
 def bundle_capabilities(bundle) -> dict:
     est = bundle.estimator
-    return {"predict_proba": hasattr(est, "predict_proba"),
+    caps = {"predict_proba": hasattr(est, "predict_proba"),
             "predict_std": bool(getattr(est, "has_predict_std", False)),
             "score_samples": hasattr(est, "score_samples")}
+    if bundle.task == rl.TASK:
+        caps["rl_outputs"] = rl.v2_outputs(bundle)
+    return caps
 
 
 def run_inference(bundle, X: np.ndarray, wanted: list[str]) -> dict[str, tuple[str, np.ndarray]]:
     """name -> (datatype, array) for the wanted outputs."""
+    if bundle.task == rl.TASK:
+        return rl.v2_run(bundle, X, wanted)
     est = bundle.estimator
     out: dict[str, tuple[str, np.ndarray]] = {}
     want = set(wanted)

@@ -26,6 +26,7 @@ from ..errors import invalid
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
 from . import datasets as ds
+from . import rl
 from .bundle import ModelBundle
 from .evaluation import evaluate_matrix
 from .jobs import Outcome
@@ -132,6 +133,8 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
     """Validate and enqueue a training job.  Returns (job record, model id)."""
     cls = resolve_algorithm(req["algorithm"])
     params = validate_algorithm_params(cls, req.get("params"))
+    if cls.task == rl.TASK:
+        return _submit_rl(meta, art, req, enqueue, cls, params)
     if (req.get("dataset_id") is None) == (req.get("data") is None):
         raise invalid(["body", "dataset_id"], "give exactly one of dataset_id or data")
     created_inline = None
@@ -174,6 +177,69 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
     except Exception as exc:  # noqa: BLE001 - stored: the reconciler enqueues it when the queue is back
         log.warning("job %s stored but not enqueued (%s); it is enqueued when the queue answers again", job_id, exc)
     return meta.get_job(job_id), model_id
+
+
+def _submit_rl(meta, art, req, enqueue, cls, params) -> tuple[dict, str]:
+    """Reinforcement learning: the table goes to the estimator as it is; its own checks run here (422)."""
+    if req.get("target") is not None:
+        raise invalid(["body", "target"], f"a {cls.task} algorithm takes no target; remove the target field")
+    if req.get("features") is not None:
+        raise invalid(["body", "features"], f"a {cls.task} algorithm reads its columns by role (see its *_column "
+                                            "params); remove the features field")
+    if req.get("validation"):
+        raise invalid(["body", "validation"], f"a {cls.task} algorithm has no hold-out or cross-validation; its "
+                                              "training metrics are computed on the table itself (use evaluate)")
+    if req.get("dataset_id") is not None and req.get("data") is not None:
+        raise invalid(["body", "dataset_id"], "give at most one of dataset_id or data")
+    record, cols, loc = None, None, ["body", "dataset_id"]
+    if req.get("data") is not None:
+        data = req["data"]
+        cols = parse_json_table(data["columns"], data["rows"], data.get("types"), loc=("body", "data"))
+        loc = ["body", "data"]
+    elif req.get("dataset_id") is not None:
+        record = ds.get_record(meta, req["dataset_id"])
+        cols = ds.load_columns(art, req["dataset_id"], mmap=False)
+    rl.check_submit(cls, params, None if cols is None else rl.raw_columns(cols), loc)
+    if record is None and cols is not None:
+        record = ds.store_columns(meta, art, cols, (req.get("name") or "inline") + "-data")
+    job_id = ds.new_id("job")
+    model_id = ds.new_id("mdl")
+    now = utcnow()
+    dataset_id = record["id"] if record else None
+    payload = {"algorithm": cls.name, "params": _jsonable_params(params), "dataset_id": dataset_id,
+               "target": None, "features": [], "validation": {}, "model_id": model_id}
+    job = {"id": job_id, "kind": "train", "status": "queued", "progress": 0.0, "message": "queued",
+           "payload": payload, "model_id": model_id, "cancel_requested": False, "created_at": now,
+           "updated_at": now}
+    model = {"id": model_id, "name": req.get("name") or model_id, "algorithm": cls.name, "task": cls.task,
+             "params": payload["params"], "status": "training", "job_id": job_id, "dataset_id": dataset_id,
+             "features": [], "target": None, "classes": None, "metrics": {}, "size_bytes": 0, "created_at": now}
+    meta.insert_job_and_model(job, model)
+    enqueue(job_id)
+    return meta.get_job(job_id), model_id
+
+
+def run_train_rl(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContext) -> Outcome:
+    p = job["payload"]
+    cls = registry.get(p["algorithm"])
+    params = validate_params(cls.params, p["params"])
+    columns, types, n = None, {}, 0
+    if p["dataset_id"]:
+        loaded = ds.load_columns(art, p["dataset_id"], mmap=False)
+        columns = rl.raw_columns(loaded)
+        types = {c.name: c.type for c in loaded}
+        n = len(loaded[0].values) if loaded else 0
+    est = rl.fit(cls, params, columns, ctx)
+    metrics = {"training": rl.evaluate(est, columns, n)["metrics"]}
+    features = rl.features_of(est, cls, columns, types)
+    bundle = ModelBundle(model_id=p["model_id"], algorithm=cls.name, task=cls.task, params=params,
+                         features=features, target=None, classes=None, preprocessor=None, estimator=est,
+                         core_version=core.__version__)
+    ctx.check_cancelled()
+    staged, size = art.stage_bundle(p["model_id"], bundle)
+    return Outcome({"model_id": p["model_id"], "n_rows_used": int(n), "metrics": metrics},
+                   model={"metrics": metrics, "features": features, "classes": None, "size_bytes": size},
+                   staged=staged)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -225,6 +291,8 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
     """The ``train`` runner: fit, measure and stage the bundle (services/jobs.py makes the model ready)."""
     p = job["payload"]
     cls = registry.get(p["algorithm"])
+    if cls.task == rl.TASK:
+        return run_train_rl(meta, art, job, ctx)
     params = validate_params(cls.params, p["params"])
     names = list(p["features"]) + ([p["target"]] if p["target"] else [])
     cols = {c.name: c for c in ds.load_columns(art, p["dataset_id"], names, mmap=False)}

@@ -13,6 +13,10 @@ EXTRA_PARAMS = {"quadratic_discriminant_analysis": {"reg_param": 0.1}}
 
 def _table(cls):
     X, y = cls._example_data(np.random.default_rng(0))
+    if getattr(X, "dtype", None) is not None and X.dtype.names:  # a table (reinforcement): columns as they are
+        cols = list(X.dtype.names)
+        rows = [[v.item() if isinstance(v, np.generic) else v for v in r] for r in X.tolist()]
+        return cols, rows, X
     X = np.asarray(X, dtype=float)
     cols = [f"f{j}" for j in range(X.shape[1])]
     rows = [[None if np.isnan(v) else float(v) for v in x] for x in X]
@@ -38,6 +42,9 @@ def test_train_predict_evaluate(client, name):
     model = client.get(f"/v1/models/{mid}").json()
     assert model["status"] == "ready" and model["task"] == cls.task
     n = 5
+    if cls.task == "reinforcement":
+        _check_reinforcement(client, cls, model, ds.json()["id"], X, n)
+        return
     p = client.post(f"/v1/models/{mid}/predict", json={"rows": [r[: X.shape[1]] for r in rows[:n]],
                                                        "return_proba": True, "return_std": True})
     assert p.status_code == 200, p.text
@@ -60,6 +67,24 @@ def test_train_predict_evaluate(client, name):
     expected = {"classification": "accuracy", "regression": "r2", "clustering": "inertia",
                 "decomposition": "n_components", "density": "mean_log_density"}[cls.task]
     assert expected in metrics, metrics
+
+
+def _check_reinforcement(client, cls, model, dataset_id, X, n):
+    names = [f["name"] for f in model["features"]]
+    instances = [{k: (X[k][i].item() if isinstance(X[k][i], np.generic) else X[k][i]) for k in names}
+                 for i in range(n)]
+    p = client.post(f"/v1/models/{model['id']}/predict", json={"instances": instances})
+    assert p.status_code == 200, p.text
+    out = p.json()
+    assert len(out["predictions"]) == n
+    if cls.name != "lqr":
+        assert len(out["values"]) == n and len(out["q_values"]) == n
+    rows = client.post(f"/v1/models/{model['id']}/predict", json={"rows": [[i[k] for k in names] for i in instances]})
+    assert rows.status_code == 200 and rows.json()["predictions"] == out["predictions"]
+    ev = client.post(f"/v1/models/{model['id']}/evaluate", json={"dataset_id": dataset_id})
+    assert ev.status_code == 200, ev.text
+    assert ev.json()["task"] == "reinforcement" and "bellman_residual" in ev.json()["metrics"]
+    assert "bellman_residual" in model["metrics"]["training"]
 
 
 NATIVE = [n for n in NAMES if registry.get(n).native_categorical and registry.get(n).task == "classification"]

@@ -1,0 +1,139 @@
+"""Value iteration on a finite MDP given as a transition table ([Passerini §15], Algorithm 4; [da Silva Neto §4]).
+
+``V_{k+1}(s) = max_a sum_s' P(s'|s,a) (r(s,a,s') + gamma V_k(s'))``, synchronous sweeps from ``V_0 = 0``,
+until ``max_s |V_{k+1}(s) - V_k(s)| < tol`` (the notes give no threshold; the greedy policy's value is then
+within ``2 tol gamma / (1 - gamma)`` of optimal [Sutton & Barto §4.4]).  Every sweep is one sparse
+mat-vec over the stacked (action, state) rows.
+
+With ``horizon = T`` it is backward induction ``V_T = 0``, ``V_t = max_a (R + gamma P V_{t+1})`` with a
+non-stationary policy ``policy_by_step_[t]``; ``predict`` answers for ``t = 0``.  Seed erratum
+([da Silva Neto §4], L1612): the recursion has one max over the sum, not two separate maxima.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import NULL_CONTEXT
+from ..registry import register
+from . import _mdp as M
+from . import _specs
+from ._base import TabularAgent
+
+
+class _MDPSolver(TabularAgent):
+    reports_progress = True
+
+    def _fit_mdp(self, X, p):
+        cols = M.as_columns(X)
+        mdp = M.build_mdp(cols, p, terminal_states=p["terminal_states"])
+        M.check_gamma(p["gamma"], p["horizon"], bool(mdp.terminal.any()))
+        return mdp
+
+    def validate_input(self, X) -> None:
+        """Every check of ``fit`` that needs no solving (DataError / ParamError naming the column or param)."""
+        self._fit_mdp(X, self._validated_params())
+
+    def _backward_induction(self, mdp: M.MDP, gamma: float, T: int, ctx):
+        S = mdp.n_states
+        V = np.zeros(S)
+        values = np.zeros((T + 1, S))
+        policies = np.zeros((T, S), dtype=np.intp)
+        Q0 = None
+        for k, t in enumerate(range(T - 1, -1, -1)):
+            Q = mdp.q_values(V, gamma)
+            policies[t] = M.greedy(Q, mdp.avail)
+            V = M.state_values(Q, mdp.avail)
+            values[t] = V
+            Q0 = Q
+            ctx.step(k + 1, T)
+        return Q0, values, policies
+
+    def _horizon_residual(self, mdp, gamma):
+        steps = getattr(self, "values_by_step_", None)
+        if steps is None:
+            return float("nan")
+        si, _ = M.align(mdp, self.states_.tolist(), self.actions_.tolist())
+        known = si >= 0
+        worst = 0.0
+        for t in range(len(steps) - 1):
+            Vn = np.zeros(mdp.n_states)
+            Vn[si[known]] = steps[t + 1][known]
+            Vt = np.zeros(mdp.n_states)
+            Vt[si[known]] = steps[t][known]
+            TV = M.state_values(mdp.q_values(Vn, gamma), mdp.avail)
+            worst = max(worst, float(np.max(np.abs(TV - Vt)[~mdp.terminal], initial=0.0)))
+        return worst
+
+
+@register
+class MDPValueIteration(_MDPSolver):
+    name = "mdp_value_iteration"
+    summary = "Value iteration on a finite MDP from a transition table; optimal values and greedy policy."
+    params = {
+        "gamma": _specs.GAMMA,
+        "horizon": _specs.HORIZON,
+        "tol": _specs.TOL,
+        "max_iter": _specs.MAX_ITER,
+        "terminal_states": _specs.TERMINAL_STATES,
+        **M.COLUMN_PARAMS,
+    }
+
+    def fit(self, X, y=None, *, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        mdp = self._fit_mdp(X, p)
+        gamma = p["gamma"]
+        extra = {}
+        if p["horizon"] is not None:
+            Q, values, policies = self._backward_induction(mdp, gamma, p["horizon"], ctx)
+            extra = {"values_by_step_": values, "policy_by_step_": policies, "n_iter_": p["horizon"],
+                     "converged_": True}
+        else:
+            V = np.zeros(mdp.n_states)
+            converged = False
+            it = 0
+            # the sweep: one sparse mat-vec, the expected rewards added, a max over the action rows
+            R, P, A, S = mdp.R, mdp.P, mdp.n_actions, mdp.n_states
+            masked = not mdp.avail.all()
+            neg = np.where(mdp.avail, 0.0, -np.inf) if masked else None
+            has_action = mdp.avail.any(axis=0)
+            for it in range(1, p["max_iter"] + 1):
+                Q = (P @ V).reshape(A, S)
+                Q *= gamma
+                Q += R
+                if masked:
+                    Q += neg
+                V_new = Q.max(axis=0)
+                if masked:
+                    V_new[~has_action] = 0.0
+                delta = float(np.max(np.abs(V_new - V)))
+                V = V_new
+                ctx.step(it, p["max_iter"], residual=delta)
+                if delta < p["tol"]:
+                    converged = True
+                    break
+            Q = mdp.q_values(V, gamma)
+            extra = {"n_iter_": it, "converged_": converged}
+        self._set_fitted(mdp.states, mdp.actions, Q, mdp.avail, mdp.terminal, **extra)
+        return self
+
+    @classmethod
+    def _example_data(cls, rng):
+        return example_table(rng), None
+
+
+def example_table(rng, n_states: int = 6, n_actions: int = 2, terminal: bool = True) -> np.ndarray:
+    """A small random MDP as a structured array (string states, one terminal state): the common tests' data."""
+    rows = []
+    for s in range(n_states - (1 if terminal else 0)):
+        for a in range(n_actions):
+            nxt = rng.choice(n_states, size=2, replace=False)
+            pr = rng.dirichlet([1.0, 1.0])
+            for j in range(2):
+                rows.append((f"s{s}", f"a{a}", f"s{nxt[j]}", pr[j], float(rng.normal())))
+    if terminal:
+        rows.append((f"s{n_states - 1}", "a0", f"s{n_states - 1}", 1.0, 0.0))
+    dtype = [("state", "U8"), ("action", "U8"), ("next_state", "U8"), ("probability", "f8"),
+             ("reward", "f8"), ("terminal", "?")]
+    out = np.array([(*r, r[0] == f"s{n_states - 1}" and terminal) for r in rows], dtype=dtype)
+    return out
