@@ -33,6 +33,9 @@ class Capabilities(BaseModel):
     native_categorical: bool
     sample_weight: bool
     progress: bool
+    explain: Literal["tree", "linear", "kernel"] | None = Field(
+        None, description="How POST /v1/models/{id}/explain explains the algorithm by default: exact TreeSHAP, "
+                          "the exact linear closed form, or the model-agnostic estimator (null: not supervised).")
 
 
 class Algorithm(BaseModel):
