@@ -281,8 +281,10 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
     ctx.check_cancelled()
     size = art.save_bundle(p["model_id"], bundle)
     result["metrics"] = metrics
+    from .explain import model_insight
+
     meta.update_model(p["model_id"], status="ready", metrics=metrics, features=bundle.features,
-                      classes=bundle.classes, size_bytes=size)
+                      classes=bundle.classes, size_bytes=size, insight=model_insight(bundle))
     return result
 
 
@@ -322,6 +324,9 @@ def execute_job(meta: MetadataStore, art: ArtifactStore, job_id: str, poll_inter
     try:
         if job["kind"] == "train":
             result = run_train(meta, art, job, ctx)
+        elif job["kind"] == "importance":
+            from .importance import run_importance  # noqa: I001 - lazy: importance imports this module
+            result = run_importance(meta, art, job, ctx)
         else:
             raise Invalid(f"unknown job kind {job['kind']!r}")
         if meta.cancel_requested(job_id):
