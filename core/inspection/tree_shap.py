@@ -130,7 +130,7 @@ def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=
     phi = np.zeros((n, G, V))
     base = arrays.predict(Z).mean(axis=0)
     rows_per_chunk = max(1, max_entries // max(1, m * T))
-    fast = _fast_tables(arrays, slot) if S <= 32 and not (arrays.kind == 2).any() else None
+    fast = _fast_tables(arrays, slot, S) if S <= 32 and not (arrays.kind == 2).any() else None
     z_nan = bool(np.isnan(Z).any())
     for a in range(0, n, rows_per_chunk):
         b = min(n, a + rows_per_chunk)
@@ -148,46 +148,48 @@ _PATHS: dict = {}
 _ONE = np.uint64(1)
 
 
-def _fast_tables(A: TreeArrays, slot):
+def _fast_tables(A: TreeArrays, slot, S):
     """Per-node tables of the deterministic numeric fast path (binary nodes, no missing values)."""
     cached = _FAST.get(id(A))
     if cached is not None and cached[0] is A and cached[1] is slot:
         return cached[2]
     N = A.n_nodes
-    ids = np.arange(N, dtype=np.intp)
+    ids = np.arange(N, dtype=np.int32)
     inner = A.kind != LEAF
-    ch2 = np.empty((N, 2), dtype=np.intp)
+    ch2 = np.empty((N, 2), dtype=np.int32)
     ch2[:, 0] = ids
     ch2[:, 1] = ids
     ch2[inner, 0] = A.children[A.child_ptr[:-1][inner]]
     ch2[inner, 1] = A.children[A.child_ptr[:-1][inner] + 1]
     thr = np.where(inner, A.threshold, np.inf)
-    bx = np.where(inner, _ONE << slot.astype(np.uint64), np.uint64(0))
-    tables = (ch2.ravel(), thr, bx, bx << np.uint64(32), A.feature.astype(np.intp))
+    half = 16 if S <= 16 else 32
+    dt = np.uint32 if half == 16 else np.uint64
+    bx = np.where(inner, np.left_shift(1, slot.astype(np.uint64)), 0).astype(dt)
+    bz = (bx.astype(np.uint64) << np.uint64(half)).astype(dt)
+    tables = (ch2.ravel(), thr, bx, bz, bx | bz, A.feature.astype(np.int32), half, dt)
     _FAST.clear()
     _FAST[id(A)] = (A, slot, tables)
     return tables
 
 
 _FAST: dict = {}
-_LOW = np.uint64(0xFFFFFFFF)
 
 
 def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2):
-    """``_chunk`` for numeric splits and rows without missing values: one 64-bit mask per entry
-    (players from x in the low 32 bits, from z in the high ones), two children per node."""
-    ch2, thr, bxt, bzt, feat = tables
+    """``_chunk`` for numeric splits and rows without missing values: one bitmask per entry (players from
+    x in the low half, from z in the high half), two children per node, 32-bit indices."""
+    ch2, thr, bxt, bzt, bxzt, feat, half, dt = tables
     n, m = X.shape[0], Z.shape[0]
     T = A.roots.shape[0]
     V = A.value.shape[1]
     F = X.shape[1]
     Xf, Zf = X.ravel(), Z.ravel()
     is_leaf = A.kind == LEAF
-    xo = np.repeat(np.arange(n, dtype=np.intp) * F, m * T)  # offsets of the rows in the flat arrays
-    zo = np.tile(np.repeat(np.arange(m, dtype=np.intp) * F, T), n)
-    node = np.tile(A.roots, n * m)
-    mask = np.zeros(node.size, dtype=np.uint64)
-    zero = np.uint64(0)
+    xo = np.repeat(np.arange(n, dtype=np.int32) * F, m * T)  # offsets of the rows in the flat arrays
+    zo = np.tile(np.repeat(np.arange(m, dtype=np.int32) * F, T), n)
+    node = np.tile(A.roots.astype(np.int32), n * m)
+    mask = np.zeros(node.size, dtype=dt)
+    zero = dt(0)
     done_x, done_n, done_m = [], [], []
     while node.size:
         leaf = is_leaf[node]
@@ -203,17 +205,16 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2):
         t = thr[node]
         px = Xf[xo + f] > t
         pz = Zf[zo + f] > t
-        bx = bxt[node]
-        inz = (mask & bzt[node]) != zero
-        differ = px != pz
-        split = differ & ((mask & (bx | bzt[node])) == zero)
+        bzn = bzt[node]
+        inz = (mask & bzn) != zero
+        split = (px != pz) & ((mask & bxzt[node]) == zero)
         prim = np.where(inz, pz, px)
         node2 = node + node
         if split.any():
             si = np.flatnonzero(split)
             ch_z = ch2[node2[si] + pz[si]]
-            mz = mask[si] | bzt[node[si]]
-            mask = mask | np.where(split, bx, zero)
+            mz = mask[si] | bzn[si]
+            mask = mask | (bxt[node] * split.astype(dt))
             node = ch2[node2 + prim]
             xo = np.concatenate([xo, xo[si]])
             zo = np.concatenate([zo, zo[si]])
@@ -225,18 +226,19 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2):
     if done_x:
         hx = np.concatenate(done_x) // F
         hn = np.concatenate(done_n)
-        hm = np.concatenate(done_m)
-        hit = hm != zero
-        hx, hn, hm = hx[hit], hn[hit], hm[hit]
-        a_ = np.bitwise_count(hm & _LOW)
-        b_ = np.bitwise_count(hm >> np.uint64(32))
+        hm = np.concatenate(done_m).astype(np.uint64)
+        hit = hm != 0
+        hx, hn, hm = hx[hit].astype(np.intp), hn[hit], hm[hit]
+        low = np.uint64((1 << half) - 1)
+        a_ = np.bitwise_count(hm & low)
+        b_ = np.bitwise_count(hm >> np.uint64(half))
         cx, cz = W1[a_, b_], -W2[a_, b_]
         bits = np.unpackbits(hm.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little").view(bool)
         r, c = np.nonzero(bits[:, :S])
         keys = [hx[r] * G + path[hn[r], c]]
         coefs = [cx[r]]
         lnodes = [hn[r]]
-        r, c = np.nonzero(bits[:, 32 : 32 + S])
+        r, c = np.nonzero(bits[:, half : half + S])
         keys.append(hx[r] * G + path[hn[r], c])
         coefs.append(cz[r])
         lnodes.append(hn[r])
