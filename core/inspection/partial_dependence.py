@@ -1,5 +1,5 @@
-"""Partial dependence and individual conditional expectation (ICE) curves (Friedman 2001;
-Goldstein et al. 2015).
+"""Partial dependence [Friedman 2001] and individual conditional expectation (ICE) curves
+[Goldstein et al.].
 
 For grid values ``g`` of a player (one column, or several columns set together, e.g. the one-hot
 columns of a category): ``ice[i, k] = f(x_i with the player set to g_k)`` and

@@ -1,4 +1,4 @@
-"""Permutation importance (Breiman 2001; scikit-learn's ``permutation_importance``).
+"""Permutation importance [Breiman] (as scikit-learn's ``permutation_importance``).
 
 The importance of a player (a column, or a group of columns permuted together with one permutation,
 e.g. one original column's one-hot columns) is the drop of the score when its values are shuffled

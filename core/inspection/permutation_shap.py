@@ -6,7 +6,7 @@ The game of instance ``x``: ``v(S) = mean_z f(x_S, z_~S)`` over the background r
 * ``n_players <= exact_max_players``: all ``2^G`` coalitions are evaluated and the Shapley formula is
   applied; the values are exact (``standard_error`` 0).
 * otherwise: for each sampled permutation (a fixed ``random_state``; each permutation is used with its
-  reverse, which cancels the first-order sampling error, Mitchell et al. 2022) the players are switched
+  reverse, which cancels the first-order sampling error [Mitchell et al.]) the players are switched
   from ``z`` to ``x`` one by one and each receives its marginal change.  Every chain telescopes to
   ``f(x) - f(z)``, so ``base_value + sum(phi) == f(x)`` holds exactly for any number of permutations;
   the values themselves carry a Monte-Carlo error, reported per value as the standard error of the mean
