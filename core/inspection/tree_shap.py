@@ -101,7 +101,7 @@ def _weights(max_players: int):
 
 
 def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=None, *,
-              max_entries: int = 1 << 14, ctx=None):
+              max_entries: int = 1 << 14, tables_min_rows: int = 32, ctx=None):
     """Interventional SHAP values of the tree model ``arrays``.
 
     Returns ``(phi, base)``: ``phi`` (n, n_players, n_outputs), ``base`` (n_outputs,) with
@@ -128,14 +128,30 @@ def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=
     V = arrays.value.shape[1]
     T = arrays.roots.shape[0]
     phi = np.zeros((n, G, V))
-    base = arrays.predict(Z).mean(axis=0)
+    zkey = (id(arrays), Z.shape, hash(Z.tobytes()))
+    hit = _BASE.get(zkey)
+    if hit is None or hit[0] is not arrays:
+        if len(_BASE) > 8:
+            _BASE.clear()
+        hit = _BASE[zkey] = [arrays, arrays.predict(Z).mean(axis=0), None]
+    base = hit[1].copy()
     rows_per_chunk = max(1, max_entries // max(1, m * T))
     fast = _fast_tables(arrays, slot, S) if S <= 32 and not (arrays.kind == 2).any() else None
     z_nan = bool(np.isnan(Z).any())
+    if (fast is not None and not z_nan and S <= _LEAF_MAX_SLOTS and n >= tables_min_rows
+            and not np.isnan(X).any()):
+        phi = tree_shap_tables(arrays, X, Z, slot, path, S, G)
+        phi /= m
+        return phi, base
+    DZ = None
     for a in range(0, n, rows_per_chunk):
         b = min(n, a + rows_per_chunk)
         if fast is not None and not z_nan and not np.isnan(X[a:b]).any():
-            phi[a:b] = _chunk_fast(arrays, fast, X[a:b], Z, path, S, G, W1, W2)
+            if DZ is None:
+                if hit[2] is None:  # the background's direction at every node, kept with the base value
+                    hit[2] = (Z[:, fast[5]] > fast[1][None, :]).ravel()
+                DZ = hit[2]
+            phi[a:b] = _chunk_fast(arrays, fast, X[a:b], Z, path, S, G, W1, W2, DZ)
         else:
             phi[a:b] = _chunk(arrays, X[a:b], Z, slot, path, S, G, W1, W2)
         if ctx is not None:
@@ -145,6 +161,7 @@ def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=
 
 
 _PATHS: dict = {}
+_BASE: dict = {}  # (arrays, background) -> mean output over the background
 _ONE = np.uint64(1)
 
 
@@ -175,18 +192,22 @@ def _fast_tables(A: TreeArrays, slot, S):
 _FAST: dict = {}
 
 
-def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2):
+def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
     """``_chunk`` for numeric splits and rows without missing values: one bitmask per entry (players from
     x in the low half, from z in the high half), two children per node, 32-bit indices."""
     ch2, thr, bxt, bzt, bxzt, feat, half, dt = tables
     n, m = X.shape[0], Z.shape[0]
     T = A.roots.shape[0]
     V = A.value.shape[1]
-    F = X.shape[1]
-    Xf, Zf = X.ravel(), Z.ravel()
+    N = A.n_nodes
+    # each row's direction at every node, computed once (a row of N booleans per instance / background row)
+    DX = (X[:, feat] > thr[None, :]).ravel()
+    if DZ is None:
+        DZ = (Z[:, feat] > thr[None, :]).ravel()
+    it = np.int32 if max(n, m) * N < 2**31 else np.int64
+    xo = np.repeat(np.arange(n, dtype=it) * N, m * T)  # offsets of the rows in DX / DZ
+    zo = np.tile(np.repeat(np.arange(m, dtype=it) * N, T), n)
     is_leaf = A.kind == LEAF
-    xo = np.repeat(np.arange(n, dtype=np.int32) * F, m * T)  # offsets of the rows in the flat arrays
-    zo = np.tile(np.repeat(np.arange(m, dtype=np.int32) * F, T), n)
     node = np.tile(A.roots.astype(np.int32), n * m)
     mask = np.zeros(node.size, dtype=dt)
     zero = dt(0)
@@ -201,10 +222,8 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2):
             xo, zo, node, mask = xo[keep], zo[keep], node[keep], mask[keep]
             if not node.size:
                 break
-        f = feat[node]
-        t = thr[node]
-        px = Xf[xo + f] > t
-        pz = Zf[zo + f] > t
+        px = DX[xo + node]
+        pz = DZ[zo + node]
         bzn = bzt[node]
         inz = (mask & bzn) != zero
         split = (px != pz) & ((mask & bxzt[node]) == zero)
@@ -224,7 +243,7 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2):
             node = ch2[node2 + prim]
     acc = np.zeros((n * G, V))
     if done_x:
-        hx = np.concatenate(done_x) // F
+        hx = np.concatenate(done_x) // N
         hn = np.concatenate(done_n)
         hm = np.concatenate(done_m).astype(np.uint64)
         hit = hm != 0
@@ -370,3 +389,128 @@ def _expand(idx, ex, ez, node, mx, mz, na, nb, w, px, pz, inx, inz, bit, ptr, ch
                     na[r] + (1 if addx else 0), nb[r] + (1 if addz else 0), w[r] * ww[keep]))
     cols = list(zip(*out, strict=True))
     return tuple(np.concatenate(c) for c in cols)
+
+
+# ----------------------------------------------------------------------------- leaf tables (large batches)
+# The same values, computed leaf by leaf.  For a leaf with path players P, let F_x (F_z) be the players on
+# whose path nodes x (z) fails.  The pair reaches the leaf iff F_x and F_z are disjoint; then the b = |F_x|
+# players of F_x come from z and the a = |F_z| players of F_z from x.  Summed over the background, x gets
+#   -v H(F_x) for j in F_x,   H(u) = sum_{z: F_z & u = 0} W2(|F_z|, |u|),
+#   +v K(F_x, i) for i not in F_x,   K(u, i) = sum_{z: F_z & u = 0, i in F_z} W1(|F_z|, |u|).
+# H and K are tabulated over all u (2^m per leaf) from the distinct background masks, once per call; then
+# each instance costs one table look-up per (leaf, path slot): fast for many rows, costly for one.
+_LEAF_MAX_SLOTS = 10
+
+
+def _leaf_paths(A: TreeArrays, slot):
+    """Per leaf: the path nodes' feature, threshold, required direction and slot (padded to the depth)."""
+    cached = _LEAVES.get(id(A))
+    if cached is not None and cached[0] is A and cached[1] is slot:
+        return cached[2]
+    N = A.n_nodes
+    inner = np.flatnonzero(A.kind != LEAF)
+    parent = np.full(N, -1, dtype=np.intp)
+    side = np.zeros(N, dtype=np.int8)
+    first = A.child_ptr[inner]
+    parent[A.children[first]] = inner
+    parent[A.children[first + 1]] = inner
+    side[A.children[first + 1]] = 1
+    leaves = np.flatnonzero(A.kind == LEAF)
+    cols_f, cols_t, cols_d, cols_s = [], [], [], []
+    cur = leaves.copy()
+    while True:
+        par = parent[cur]
+        if (par < 0).all():
+            break
+        ok = par >= 0
+        p = np.where(ok, par, 0)
+        cols_f.append(np.where(ok, A.feature[p], 0))
+        cols_t.append(np.where(ok, A.threshold[p], np.inf))
+        cols_d.append(np.where(ok, side[cur], 0))  # padding: x <= inf never fails direction 0
+        cols_s.append(np.where(ok, slot[p], 0))
+        cur = np.where(ok, par, cur)
+    D = len(cols_f)
+    if D == 0:
+        e = (leaves.size, 0)
+        out = (leaves, np.zeros(e, np.intp), np.zeros(e), np.zeros(e, bool), np.zeros(e, np.uint16))
+    else:
+        out = (leaves, np.stack(cols_f, 1), np.stack(cols_t, 1), np.stack(cols_d, 1).astype(bool),
+               (np.uint16(1) << np.stack(cols_s, 1).astype(np.uint16)))
+    _LEAVES.clear()
+    _LEAVES[id(A)] = (A, slot, out)
+    return out
+
+
+_LEAVES: dict = {}
+
+
+def _fail_masks(X, feat, thr, dirn, bits):
+    """(n, L) uint16: bit s set where the row fails a path node of slot s."""
+    fails = (X[:, feat] > thr) != dirn  # (n, L, D)
+    return np.bitwise_or.reduce(np.where(fails, bits, np.uint16(0)), axis=2)
+
+
+def tree_shap_tables(arrays: TreeArrays, X: np.ndarray, Z: np.ndarray, slot, path, S: int, G: int,
+                     table_budget: int = 1 << 22, row_budget: int = 1 << 23) -> np.ndarray:
+    """Sum over the background of the pair values (divide by len(Z)); numeric splits, no missing values."""
+    leaves, feat, thr, dirn, bits = _leaf_paths(arrays, slot)
+    W1, W2 = _weights(S)
+    n = X.shape[0]
+    V = arrays.value.shape[1]
+    U = 1 << S
+    L = leaves.size
+    full = np.zeros(L, dtype=np.int64)
+    for c in range(bits.shape[1]):
+        full |= bits[:, c].astype(np.int64)
+    pc = np.bitwise_count(np.arange(U, dtype=np.uint16)).astype(np.intp)
+    # subsets of each u (as bit positions) via a table of the set bits of every mask
+    setbits = np.unpackbits(np.arange(U, dtype=np.uint16).view(np.uint8).reshape(-1, 2), axis=1,
+                            bitorder="little").view(bool)[:, :S]
+    lv_path = np.where(path[leaves, :S] >= 0, path[leaves, :S], 0)
+    vals = arrays.value[leaves]
+    acc = np.zeros((n * G, V))
+    per_leaf = U * (S + 1)
+    step = max(1, table_budget // per_leaf)
+    for a in range(0, L, step):
+        b = min(L, a + step)
+        Lg = b - a
+        FZ = _fail_masks(Z, feat[a:b], thr[a:b], dirn[a:b], bits[a:b]).astype(np.int64)  # (M, Lg)
+        key, cnt = np.unique((np.arange(Lg)[None, :] * U + FZ).ravel(), return_counts=True)
+        lw, w = key // U, key % U
+        comp = full[a:b][lw] & ~w
+        aw = pc[w]
+        hk, hw, kk, kw = [], [], [], []
+        # enumerate the subsets u of comp, grouped by |comp|
+        kc = pc[comp]
+        for k in np.unique(kc):
+            sel = np.flatnonzero(kc == k)
+            pos = np.nonzero(setbits[comp[sel]])[1].reshape(sel.size, k)  # bit positions of comp
+            js = np.arange(1 << k)
+            jb = (js[:, None] >> np.arange(k)[None, :]) & 1  # (2^k, k)
+            u = (jb[None, :, :] << pos[:, None, :]).sum(axis=2)  # (rows, 2^k)
+            rows = np.repeat(sel, 1 << k)
+            u = u.ravel()
+            base_key = lw[rows] * U + u
+            bu = pc[u]
+            hk.append(base_key)
+            hw.append(cnt[rows] * W2[aw[rows], bu])
+            kw_ = cnt[rows] * W1[aw[rows], bu]
+            r_, i_ = np.nonzero(setbits[w[rows]])  # the players of F_z: one K entry each
+            kk.append(base_key[r_] * S + i_)
+            kw.append(kw_[r_])
+        H = np.bincount(np.concatenate(hk), weights=np.concatenate(hw), minlength=Lg * U)
+        K = np.bincount(np.concatenate(kk), weights=np.concatenate(kw), minlength=Lg * U * S)
+        K = K.reshape(Lg * U, S)
+        rstep = max(1, row_budget // max(1, Lg * max(1, feat.shape[1])))
+        leaf_ix = np.arange(Lg)
+        for r0 in range(0, n, rstep):
+            r1 = min(n, r0 + rstep)
+            FX = _fail_masks(X[r0:r1], feat[a:b], thr[a:b], dirn[a:b], bits[a:b]).astype(np.intp)  # (nr, Lg)
+            idx = leaf_ix[None, :] * U + FX
+            inu = setbits[FX]  # (nr, Lg, S)
+            coef = np.where(inu, -H[idx][:, :, None], K[idx])  # (nr, Lg, S)
+            keys = (np.arange(r0, r1)[:, None, None] * G + lv_path[a:b][None, :, :]).ravel()
+            for v in range(V):
+                acc[:, v] += np.bincount(keys, weights=(coef * vals[a:b, v][None, :, None]).ravel(),
+                                         minlength=n * G)
+    return acc.reshape(n, G, V)

@@ -118,9 +118,10 @@ def test_permutation_importance_matches_sklearn():
     ours = permutation_importance(lambda A, t: r2_score(t, est.predict(A)), X, y, n_repeats=4, random_state=0)
     ref = sk_inspection.permutation_importance(Wrapped().fit(X, y), X, y, n_repeats=4, random_state=0,
                                                scoring="r2")
-    # same seed -> same permutations (both draw rng.permutation per repeat from one RandomState stream?)
-    # scikit-learn draws from a RandomState; compare the estimates statistically and the baseline exactly
-    np.testing.assert_allclose(ours["baseline"], est.score(X, y) if hasattr(est, "score") else ours["baseline"])
+    from sklearn.metrics import r2_score as sk_r2
+
+    # the shuffles differ (scikit-learn draws them from a RandomState): same baseline, close estimates
+    np.testing.assert_allclose(ours["baseline"], sk_r2(y, est.predict(X)), rtol=1e-12)
     np.testing.assert_allclose(ours["mean"], ref.importances_mean, rtol=0.25, atol=0.02)
     assert np.argsort(ours["mean"]).tolist() == np.argsort(ref.importances_mean).tolist()
 

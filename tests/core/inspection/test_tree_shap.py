@@ -89,6 +89,20 @@ def test_grouped_players_are_one_player(name, params, target):
         np.testing.assert_allclose(phi[i], brute_force(A.predict, X[i], X[30:50], groups), rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("name,params,target", [CASES[2], CASES[6]])
+def test_leaf_tables_for_large_batches_equal_the_pairwise_walk(name, params, target):
+    """Batches of >= tables_min_rows rows use per-leaf tables of the background; same values."""
+    X, y_num = _data(n=300)
+    est = _fit(name, params, target, X, y_num)
+    A = tree_arrays(est)
+    groups = np.array([0, 1, 1, 2, 3, 4])
+    walk, base = tree_shap(A, X[:40], X[200:230], groups, tables_min_rows=10**9)
+    tables, base2 = tree_shap(A, X[:40], X[200:230], groups, tables_min_rows=1)
+    np.testing.assert_allclose(tables, walk, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(base + tables.sum(1), A.predict(X[:40]), atol=1e-9)
+    np.testing.assert_allclose(tables[0], brute_force(A.predict, X[0], X[200:230], groups), atol=1e-9)
+
+
 def test_categorical_splits_and_unseen_categories():
     rng = np.random.default_rng(3)
     n = 300
