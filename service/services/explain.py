@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from core.inspection import METHODS, NotApplicable, explain, partial_dependence, quantile_grid
+from core.inspection import METHODS, NotApplicable, available_methods, explain, partial_dependence, quantile_grid
 from core.validation import DataError
 
 from ..errors import invalid
@@ -21,6 +21,7 @@ from . import datasets as ds
 
 SUPERVISED = ("classification", "regression")
 MAX_EXPLAIN_ROWS = 1000
+MAX_KERNEL_ROWS = 100  # each row costs n_permutations * (features + 1) * background model calls
 MAX_BACKGROUND = 1000
 PD_MAX_ROWS = 1000
 
@@ -104,6 +105,10 @@ def explain_payload(r, bundle, body: dict) -> dict:
     X = bundle.matrix_from_payload(data, field)
     Z = _background(r, bundle, body)
     groups = column_groups(bundle.preprocessor, X.shape[1])
+    if len(data) > MAX_KERNEL_ROWS and (method == "kernel" or (
+            method == "auto" and available_methods(bundle.estimator, Z)[0] == "kernel")):
+        raise invalid(["body", field], f"at most {MAX_KERNEL_ROWS} rows per request with the model-agnostic "
+                                       "estimator (method 'kernel'); send several requests")
     try:
         out = explain(bundle.estimator, X, Z, groups, method=method,
                       n_permutations=int(body.get("n_permutations") or 10),

@@ -173,3 +173,5 @@ def test_bad_requests_are_422(client):
                                                                                    "n": 5}})
     assert r.status_code == 200  # the background needs the features only
     assert client.post("/v1/models/nope/explain", json={"instances": INSTANCES}).status_code == 404
+    r = client.post(f"{url}/explain", json={"instances": INSTANCES * 40, "method": "kernel"})
+    assert r.status_code == 422 and "kernel" in r.text
