@@ -211,6 +211,7 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
     node = np.tile(A.roots.astype(np.int32), n * m)
     mask = np.zeros(node.size, dtype=dt)
     zero = dt(0)
+    sh = dt(half)
     done_x, done_n, done_m = [], [], []
     while node.size:
         leaf = is_leaf[node]
@@ -224,16 +225,17 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
                 break
         px = DX[xo + node]
         pz = DZ[zo + node]
-        bzn = bzt[node]
+        bxn = bxt[node]
+        bzn = bxn << sh
         inz = (mask & bzn) != zero
-        split = (px != pz) & ((mask & bxzt[node]) == zero)
+        split = (px != pz) & ((mask & (bxn | bzn)) == zero)
         prim = np.where(inz, pz, px)
         node2 = node + node
         if split.any():
             si = np.flatnonzero(split)
             ch_z = ch2[node2[si] + pz[si]]
             mz = mask[si] | bzn[si]
-            mask = mask | (bxt[node] * split.astype(dt))
+            mask = mask | (bxn * split.astype(dt))
             node = ch2[node2 + prim]
             xo = np.concatenate([xo, xo[si]])
             zo = np.concatenate([zo, zo[si]])
@@ -252,20 +254,18 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
         a_ = np.bitwise_count(hm & low)
         b_ = np.bitwise_count(hm >> np.uint64(half))
         cx, cz = W1[a_, b_], -W2[a_, b_]
-        bits = np.unpackbits(hm.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little").view(bool)
-        r, c = np.nonzero(bits[:, :S])
-        keys = [hx[r] * G + path[hn[r], c]]
-        coefs = [cx[r]]
-        lnodes = [hn[r]]
-        r, c = np.nonzero(bits[:, half : half + S])
-        keys.append(hx[r] * G + path[hn[r], c])
-        coefs.append(cz[r])
-        lnodes.append(hn[r])
-        k = np.concatenate(keys)
-        co = np.concatenate(coefs)
-        ln = np.concatenate(lnodes)
-        for v in range(V):
-            acc[:, v] = np.bincount(k, weights=co * A.value[ln, v], minlength=n * G)
+        base_key = hx * G
+        vals = A.value[hn]  # (hits, V)
+        hsh = np.uint64(half)
+        for s_ in range(S):
+            bit = np.uint64(1 << s_)
+            c = np.where((hm & bit) != 0, cx, np.where((hm & (bit << hsh)) != 0, cz, 0.0))
+            on = np.flatnonzero(c)
+            if not on.size:
+                continue
+            k = base_key[on] + path[hn[on], s_]
+            for v in range(V):
+                acc[:, v] += np.bincount(k, weights=c[on] * vals[on, v], minlength=n * G)
     return acc.reshape(n, G, V)
 
 
