@@ -122,32 +122,52 @@ def test_categorical_splits_and_unseen_categories():
             np.testing.assert_allclose(phi[i], brute_force(A.predict, Xe[i], X[50:70], np.arange(3)), atol=1e-9)
 
 
-def test_against_shap_tree_explainer():
+def _sklearn_arrays(trees, n_features):
+    """scikit-learn trees (the same fitted function) in the common array form; values averaged over trees."""
+    from core.inspection._trees import LEAF, NUMERIC, TreeArrays
+
+    parts, off = [], 0
+    for sk in trees:
+        t = sk.tree_
+        inner = t.children_left >= 0
+        ch = np.stack([t.children_left, t.children_right], 1)[inner].ravel() + off
+        parts.append((np.where(inner, t.feature, 0), np.where(inner, NUMERIC, LEAF),
+                      np.where(inner, t.threshold, np.nan), np.where(inner, 2, 0), ch,
+                      np.where(inner[:, None], 0.0, t.value[:, 0, :]) / len(trees), off))
+        off += t.node_count
+    counts = np.concatenate([p[3] for p in parts])
+    ptr = np.zeros(counts.size + 1, dtype=np.intp)
+    np.cumsum(counts, out=ptr[1:])
+    n_inner = int((counts > 0).sum())
+    # scikit-learn goes left when x <= threshold, as TreeArrays does
+    return TreeArrays(
+        feature=np.concatenate([p[0] for p in parts]).astype(np.intp),
+        kind=np.concatenate([p[1] for p in parts]).astype(np.int8),
+        threshold=np.concatenate([p[2] for p in parts]), child_ptr=ptr,
+        children=np.concatenate([p[4] for p in parts]).astype(np.intp), miss_frac=np.tile([1.0, 0.0], n_inner),
+        cat_row=np.full(off, -1, dtype=np.intp), cat_pos=np.full((1, 1), -1, dtype=np.intp),
+        value=np.concatenate([p[5] for p in parts]), roots=np.array([p[6] for p in parts], dtype=np.intp),
+        offset=np.zeros(1), output="prediction", n_features=n_features)
+
+
+@pytest.mark.parametrize("rows", [10, 40])  # the pairwise walk, and the per-leaf tables of larger batches
+@pytest.mark.parametrize("kind", ["tree", "forest"])
+def test_against_shap_tree_explainer(kind, rows):
     shap = pytest.importorskip("shap")
+    from sklearn.ensemble import RandomForestRegressor
     from sklearn.tree import DecisionTreeRegressor
 
     X, y = _data(n=300, f=5)
-    sk = DecisionTreeRegressor(max_depth=5, random_state=0).fit(X, y)
-    # the same fitted function as an Orchard tree: copy scikit-learn's arrays into the common form
-    from core.inspection._trees import LEAF, NUMERIC, TreeArrays
-
-    t = sk.tree_
-    inner = t.children_left >= 0
-    N = t.node_count
-    ptr = np.zeros(N + 1, dtype=np.intp)
-    np.cumsum(np.where(inner, 2, 0), out=ptr[1:])
-    A = TreeArrays(
-        feature=np.where(inner, t.feature, 0).astype(np.intp), kind=np.where(inner, NUMERIC, LEAF).astype(np.int8),
-        # scikit-learn goes left when x <= threshold, as TreeArrays does
-        threshold=np.where(inner, t.threshold, np.nan), child_ptr=ptr,
-        children=np.stack([t.children_left, t.children_right], 1)[inner].ravel().astype(np.intp),
-        miss_frac=np.tile([1.0, 0.0], int(inner.sum())), cat_row=np.full(N, -1, dtype=np.intp),
-        cat_pos=np.full((1, 1), -1, dtype=np.intp), value=np.where(inner[:, None], 0.0, t.value[:, 0, :]),
-        roots=np.array([0], dtype=np.intp), offset=np.zeros(1), output="prediction", n_features=5)
+    if kind == "tree":
+        sk = DecisionTreeRegressor(max_depth=5, random_state=0).fit(X, y)
+        A = _sklearn_arrays([sk], 5)
+    else:
+        sk = RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0).fit(X, y)
+        A = _sklearn_arrays(sk.estimators_, 5)
     np.testing.assert_allclose(A.predict(X)[:, 0], sk.predict(X), atol=1e-12)
     Z = X[:40]
-    phi, base = tree_shap(A, X[100:110], Z)
-    ref = shap.TreeExplainer(sk, data=Z, feature_perturbation="interventional").shap_values(X[100:110])
+    phi, base = tree_shap(A, X[100 : 100 + rows], Z)
+    ref = shap.TreeExplainer(sk, data=Z, feature_perturbation="interventional").shap_values(X[100 : 100 + rows])
     # shap's C++ kernel keeps thresholds and values in single precision: agreement to ~1e-7
     np.testing.assert_allclose(phi[:, :, 0], ref, rtol=0, atol=1e-6)
 
