@@ -175,3 +175,20 @@ def test_bad_requests_are_422(client):
     assert client.post("/v1/models/nope/explain", json={"instances": INSTANCES}).status_code == 404
     r = client.post(f"{url}/explain", json={"instances": INSTANCES * 40, "method": "kernel"})
     assert r.status_code == 422 and "kernel" in r.text
+
+
+def test_cancelling_an_importance_job_leaves_the_model_alone(client):
+    ds, _ = _mixed(client, n=400)
+    mid = _fit(client, ds, "random_forest_regressor", "value", {"n_estimators": 30, "random_state": 0})
+    r = client.post(f"/v1/models/{mid}/importance", json={"dataset_id": ds, "n_repeats": 100})
+    assert r.status_code == 202, r.text
+    job_id = r.json()["job"]["id"]
+    c = client.post(f"/v1/jobs/{job_id}/cancel")
+    assert c.status_code in (202, 409)  # 409 only if it already finished
+    job = wait_job(client, job_id)
+    assert job["status"] in ("cancelled", "succeeded")
+    model = client.get(f"/v1/models/{mid}").json()
+    assert model["status"] == "ready"
+    assert client.post(f"/v1/models/{mid}/predict", json={"instances": INSTANCES}).status_code == 200
+    if job["status"] == "cancelled":  # the insight keeps its impurity importances
+        assert model["insight"]["feature_importances_method"] == "impurity"
