@@ -87,7 +87,12 @@ class Estimator:
         return validate_params(self.params, self.get_params())
 
     @classmethod
-    def capabilities(cls) -> dict[str, bool]:
+    def capabilities(cls) -> dict:
+        explain = None
+        if cls.task in ("classification", "regression"):
+            from .inspection.explain import explain_method  # lazy: inspection imports estimators
+
+            explain = explain_method(cls)
         return {
             "predict_proba": callable(getattr(cls, "predict_proba", None)),
             "predict_std": bool(cls.has_predict_std),
@@ -96,6 +101,7 @@ class Estimator:
             "native_categorical": bool(cls.native_categorical),
             "sample_weight": bool(cls.supports_sample_weight),
             "progress": bool(cls.reports_progress),
+            "explain": explain,
         }
 
     # -- examples for the common tests ---------------------------------------------

@@ -14,22 +14,31 @@ from ..runtime import rt
 from ..schemas.models import (
     EvaluateRequest,
     EvaluateResponse,
+    ExplainRequest,
+    ExplainResponse,
+    ImportanceAccepted,
+    ImportanceRequest,
     Model,
     ModelList,
+    PartialDependenceRequest,
+    PartialDependenceResponse,
     PredictResponse,
 )
 from ..services import datasets as ds
 from ..services import rl
 from ..services.evaluation import evaluate_matrix
+from ..services.explain import explain_payload, partial_dependence_payload
+from ..services.importance import submit_importance
 from ..services.inference import run_sized
 from ..services.tables import parse_json_table
 from ..services.training import _target_values
 from .common import Page, decode_json, errors, raw_json_body
+from .jobs import job_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 _MODEL_FIELDS = ("id", "name", "algorithm", "task", "params", "status", "job_id", "dataset_id", "features",
-                 "target", "classes", "metrics", "created_at", "size_bytes")
+                 "target", "classes", "metrics", "insight", "created_at", "size_bytes")
 
 
 def model_view(m: dict) -> dict:
@@ -180,6 +189,36 @@ def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
                           f"({', '.join(map(str, bundle.classes))})")
     X = bundle.matrix(feats)
     out = evaluate_matrix(bundle, X, y)
+    return Response(orjson.dumps(out), media_type="application/json")
+
+
+@router.post("/{model_id}/explain", response_model=ExplainResponse, response_model_exclude_none=True,
+             operation_id="explain_model", responses=errors(404, 409, 413, 422))
+async def explain_model(request: Request, model_id: str, body: ExplainRequest):
+    """Additive contributions (SHAP values) of every original feature to each instance's output."""
+    r = rt(request)
+    bundle = r.cache.get(model_id)
+    out = await run_in_threadpool(explain_payload, r, bundle, body.model_dump())
+    return Response(orjson.dumps(out), media_type="application/json")
+
+
+@router.post("/{model_id}/importance", status_code=202, response_model=ImportanceAccepted,
+             operation_id="permutation_importance", responses=errors(404, 409, 413, 422))
+async def importance(request: Request, response: Response, model_id: str, body: ImportanceRequest):
+    """Start a permutation-importance job (kind ``importance``) on a dataset holding the target."""
+    job = await run_in_threadpool(submit_importance, rt(request), model_id, body.model_dump())
+    response.headers["Location"] = f"/v1/jobs/{job['id']}"
+    return {"job": job_view(job)}
+
+
+@router.post("/{model_id}/partial-dependence", response_model=PartialDependenceResponse,
+             response_model_exclude_none=True, operation_id="partial_dependence",
+             responses=errors(404, 409, 413, 422))
+async def partial_dependence(request: Request, model_id: str, body: PartialDependenceRequest):
+    """Partial dependence (average) and ICE (individual) curves over a quantile / category grid."""
+    r = rt(request)
+    bundle = r.cache.get(model_id)
+    out = await run_in_threadpool(partial_dependence_payload, r, bundle, body.model_dump())
     return Response(orjson.dumps(out), media_type="application/json")
 
 

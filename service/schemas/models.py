@@ -33,6 +33,9 @@ class Capabilities(BaseModel):
     native_categorical: bool
     sample_weight: bool
     progress: bool
+    explain: Literal["tree", "linear", "kernel"] | None = Field(
+        None, description="How POST /v1/models/{id}/explain explains the algorithm by default: exact TreeSHAP, "
+                          "the exact linear closed form, or the model-agnostic estimator (null: not supervised).")
 
 
 class Algorithm(BaseModel):
@@ -168,6 +171,9 @@ class Model(BaseModel):
     target: str | None = None
     classes: list[Any] | None = None
     metrics: dict[str, Any]
+    insight: dict[str, Any] | None = Field(
+        None, description="feature_importances (impurity-based, or permutation-based after an importance job) "
+                          "and/or coefficients, keyed by original feature names (one-hot columns as 'column=value').")
     created_at: dt.datetime
     size_bytes: int
 
@@ -213,3 +219,62 @@ class EvaluateResponse(BaseModel):
     metrics: dict[str, Any]
     confusion_matrix: ConfusionMatrix | None = None
     curves: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------------------------------- explanations
+class Background(Strict):
+    dataset_id: str | None = Field(None, description="Rows the features are 'removed' to; default: the model's training dataset.")
+    n: int = Field(100, ge=1, le=1000, description="Rows sampled from it (seeded).")
+
+
+class ExplainRequest(Strict):
+    instances: list[dict[str, Value]] | None = None
+    rows: list[list[Value]] | None = None
+    method: Literal["auto", "tree", "linear", "kernel"] = "auto"
+    background: Background | None = None
+    n_permutations: int = Field(10, ge=2, le=1000, description="Permutations of the model-agnostic estimator (more than 8 features).")
+    random_state: int = Field(0, ge=0, le=2**32 - 1)
+
+
+class ExplainResponse(BaseModel):
+    method: Literal["tree", "linear", "kernel"]
+    output: Literal["probability", "raw", "prediction"] = Field(description="The explained quantity: class probabilities, the additive score (log-odds / decision function), or the regression prediction.")
+    feature_names: list[str]
+    classes: list[Any] | None = None
+    base_value: float | list[float]
+    contributions: list[list[Any]] = Field(description="contributions[i][f] (regression) or contributions[i][f][c] (classification).")
+    predictions: list[Any] = Field(description="base_value + the sum of the contributions: the explained output of each instance.")
+    standard_errors: list[list[Any]] | None = Field(None, description="Monte-Carlo standard error of each contribution (method 'kernel' with sampled permutations).")
+    additivity_tolerance: float | None = None
+
+
+class ImportanceRequest(Strict):
+    dataset_id: str
+    n_repeats: int = Field(5, ge=1, le=100)
+    metric: str | None = Field(None, description="An evaluate metric name; default accuracy / r2.")
+    random_state: int = Field(0, ge=0, le=2**32 - 1)
+
+
+class ImportanceAccepted(BaseModel):
+    job: Job
+
+
+class PartialDependenceRequest(Strict):
+    dataset_id: str
+    features: list[str] = Field(min_length=1, max_length=50)
+    grid_resolution: int = Field(20, ge=2, le=200)
+    kind: Literal["average", "individual", "both"] = "average"
+
+
+class PartialDependenceResult(BaseModel):
+    feature: str
+    grid: list[Any]
+    average: list[Any] | None = None
+    individual: list[Any] | None = None
+
+
+class PartialDependenceResponse(BaseModel):
+    results: list[PartialDependenceResult]
+    output: Literal["probability", "prediction"]
+    classes: list[Any] | None = None
+    n_rows: int

@@ -50,6 +50,7 @@ log = logging.getLogger("orchard.jobs")
 # job kind -> runner ("module:function", imported on first use, or the callable itself)
 RUNNERS: dict[str, str | Callable] = {
     "train": "service.services.training:run_train",
+    "importance": "service.services.importance:run_importance",
 }
 
 

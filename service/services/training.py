@@ -351,8 +351,10 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
     ctx.check_cancelled()
     staged, size = art.stage_bundle(p["model_id"], bundle)
     result["metrics"] = metrics
+    from .explain import model_insight
+
     return Outcome(result, model={"metrics": metrics, "features": bundle.features, "classes": bundle.classes,
-                                  "size_bytes": size}, staged=staged)
+                                  "size_bytes": size, "insight": model_insight(bundle)}, staged=staged)
 
 
 def _mean_metrics(folds: list[dict]) -> dict:

@@ -58,6 +58,7 @@ models = Table(
     Column("target", String(255)),
     Column("classes", JSON),
     Column("metrics", JSON),
+    Column("insight", JSON, nullable=True),  # feature importances / coefficients (GET /v1/models/{id})
     Column("size_bytes", Integer, nullable=False, default=0),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
 )

@@ -63,8 +63,10 @@ def test_describe_is_json_and_well_formed(name):
     assert d["params_schema"]["additionalProperties"] is False
     assert set(d["capabilities"]) == {
         "predict_proba", "predict_std", "transform", "native_missing",
-        "native_categorical", "sample_weight", "progress",
+        "native_categorical", "sample_weight", "progress", "explain",
     }
+    supervised = d["task"] in ("classification", "regression")
+    assert d["capabilities"]["explain"] in (("tree", "linear", "kernel") if supervised else (None,))
 
 
 @pytest.mark.parametrize("name", NAMES)
