@@ -56,7 +56,7 @@ class Health(BaseModel):
 # -- datasets --------------------------------------------------------------------------------------
 class ColumnInfo(BaseModel):
     name: str
-    type: Literal["numeric", "categorical", "boolean"]
+    type: Literal["numeric", "categorical", "boolean", "datetime"]
     n_missing: int
     summary: dict[str, Any]
 
@@ -69,6 +69,7 @@ class Dataset(BaseModel):
     columns: list[ColumnInfo]
     created_at: dt.datetime
     size_bytes: int
+    notes: list[str] = Field(default_factory=list, description="What ingestion did, e.g. a dropped pandas index column.")
 
 
 class DatasetList(BaseModel):
@@ -81,14 +82,14 @@ class InlineTable(Strict):
 
     columns: list[str] = Field(min_length=1)
     rows: list[list[Value]] = Field(min_length=1)
-    types: dict[str, Literal["numeric", "categorical", "boolean"]] | None = None
+    types: dict[str, Literal["numeric", "categorical", "boolean", "datetime"]] | None = None
 
 
 class DatasetCreateJSON(Strict):
     name: str | None = Field(None, max_length=255)
     columns: list[str] = Field(min_length=1)
     rows: list[list[Value]] = Field(min_length=1)
-    types: dict[str, Literal["numeric", "categorical", "boolean"]] | None = None
+    types: dict[str, Literal["numeric", "categorical", "boolean", "datetime"]] | None = None
 
 
 class RowsPage(BaseModel):

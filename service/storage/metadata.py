@@ -41,6 +41,7 @@ datasets = Table(
     Column("columns", JSON, nullable=False),
     Column("size_bytes", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("notes", JSON, nullable=True),
 )
 
 models = Table(
@@ -59,6 +60,8 @@ models = Table(
     Column("metrics", JSON),
     Column("size_bytes", Integer, nullable=False, default=0),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("notes", JSON, nullable=True),
+    Column("preprocessing", JSON, nullable=True),
 )
 
 jobs = Table(
