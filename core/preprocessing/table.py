@@ -82,10 +82,11 @@ def _one_datetime(v) -> np.datetime64:
         try:
             v = _dt.datetime.fromisoformat(s)
         except ValueError:
-            raise ValueError(f"{v!r} is not an ISO 8601 date or time (e.g. 2024-05-01 or 2024-05-01T13:45:00Z)") from None
+            raise ValueError(f"{v!r} is not an ISO 8601 date or time (e.g. 2024-05-01 or "
+                             "2024-05-01T13:45:00Z)") from None
     if isinstance(v, _dt.datetime):
         if v.tzinfo is not None:  # UTC wall time
-            v = v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(_dt.UTC).replace(tzinfo=None)
         return np.datetime64(v, "us")
     raise ValueError(f"{v!r} is not an ISO 8601 date or time (e.g. 2024-05-01 or 2024-05-01T13:45:00Z)")
 
