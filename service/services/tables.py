@@ -195,8 +195,9 @@ def _infinite_check(name: str, v: np.ndarray, loc) -> None:
 
 
 def _numeric(name: str, arr: pa.ChunkedArray, loc) -> Column:
-    v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
-    v = np.array(v, dtype=np.float64)  # writable, NaN for nulls
+    v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)  # NaN for nulls
+    if not v.flags.writeable:
+        v = v.copy()
     _infinite_check(name, v, loc)
     return Column(name, "numeric", v)
 
@@ -234,7 +235,13 @@ def _datetime_from_arrow(name: str, arr: pa.ChunkedArray, loc) -> Column:
     if pa.types.is_timestamp(t) and t.tz is not None:
         arr = pc.cast(arr, pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us"))  # UTC wall time
     elif _is_text(t):
-        try:
+        for target in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):  # Arrow's ISO 8601 parser first
+            try:
+                v = pc.cast(arr, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+            return _datetime_from_arrow(name, v, loc)
+        try:  # mixed zones and the like: Python's parser, value by value
             vals = to_datetime64(np.asarray(arr.to_pylist(), dtype=object))
         except ValueError as exc:
             raise invalid([*loc, name], f"column {name!r} was declared datetime but {exc}") from None
@@ -339,13 +346,16 @@ _WIDER = {"int64": pa.float64(), "date32[day]": pa.timestamp("us")}
 _CONV_ERR = re.compile(r"In CSV column #(\d+): CSV conversion error to ([^:]+):")
 
 
-def _csv_options(column_types: dict, names_check: list):
+def _csv_options(column_types: dict, bad_rows: list | None = None):
+    """Arrow's CSV options; with ``bad_rows`` (the error path only: a Python callback per bad row) the first
+    row of the wrong width is recorded for the error message."""
     def on_bad_row(row):
-        names_check.append(row)
+        bad_rows.append(row)
         return "error"
 
     read = pacsv.ReadOptions(block_size=BLOCK_SIZE, use_threads=True)
-    parse = pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_bad_row)
+    parse = pacsv.ParseOptions(newlines_in_values=True,
+                               **({"invalid_row_handler": on_bad_row} if bad_rows is not None else {}))
     convert = pacsv.ConvertOptions(
         null_values=list(MISSING_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True,
         true_values=["true", "True", "TRUE"], false_values=["false", "False", "FALSE"],
@@ -363,12 +373,18 @@ def read_csv_arrow(path, forced_types: Mapping[str, str] | None = None) -> pa.Ta
     forced_types = dict(forced_types or {})
     column_types: dict = {c: pa.string() for c in forced_types}
     for _ in range(1000):
-        bad_rows: list = []
-        read, parse, convert = _csv_options(column_types, bad_rows)
+        read, parse, convert = _csv_options(column_types)
         try:
             return pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
         except pa.ArrowInvalid as exc:
             msg = str(exc)
+            bad_rows: list = []
+            if msg.startswith("CSV parse error") and "columns" in msg:  # find the row, for the message
+                read, parse, convert = _csv_options(column_types, bad_rows)
+                try:
+                    pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+                except pa.ArrowInvalid:
+                    pass
             if bad_rows:
                 row = bad_rows[0]
                 where = f"line {row.number}" if row.number is not None else "a row"
