@@ -425,7 +425,7 @@ class TablePreprocessor:
         ``finite=True``: the caller guarantees there is no NaN (nothing to impute); ``copy=False``: ``A`` is
         the caller's scratch float64 C array and may be transformed in place.
         """
-        if not self.all_numeric:  # not fitted, or categorical / datetime features
+        if getattr(self, "_cat_plan", True) or self.__dict__.get("datetime_parts_"):  # not all-numeric
             raise DataError("transform_matrix needs all-numeric features; use transform")
         if A.ndim != 2 or A.shape[1] != len(self._num_names):
             raise DataError(f"expected a matrix with {len(self._num_names)} columns, got shape {A.shape}")

@@ -115,9 +115,10 @@ def test_body_limit_is_413(client):
 
 def test_csv_columns_that_change_type_between_chunks(monkeypatch, tmp_path):
     """A column numeric for the first blocks and textual later is re-read as categorical, whole."""
+    import service.services.ingest as ingest
     import service.services.tables as tables
 
-    monkeypatch.setattr(tables, "BLOCK_SIZE", 24)
+    monkeypatch.setattr(ingest, "BLOCK_SIZE", 24)
     path = tmp_path / "t.csv"
     path.write_text("a,b,c,d\n1,x,true,5\n2,y,false,6\n3,x,TRUE,\n4,z,no,7\nfoo,x,true,8\n5,,,9\n")
     cols = {c.name: c for c in tables.parse_csv_file(path)}
