@@ -160,9 +160,15 @@ def _convert(name: str, arr: pa.ChunkedArray, forced: str | None, loc) -> Column
                   "booleans, dates and timestamps are)")
 
 
-def columns_from_arrow(table: pa.Table, forced_types: Mapping[str, str] | None = None,
+def columns_from_arrow(table: pa.Table | list, forced_types: Mapping[str, str] | None = None,
                        loc: Sequence = ("body",)) -> Table:
-    """Typed columns of an Arrow table; a pandas index column (unnamed, 0..n-1) is dropped with a note."""
+    """Typed columns of an Arrow table; a pandas index column (unnamed, 0..n-1) is dropped with a note.
+
+    ``table`` may be given in a one-item list, which is emptied: then each Arrow column is freed as soon as
+    it is converted (a caller's argument would keep the whole table alive until the end).
+    """
+    if isinstance(table, list):
+        table = table.pop()
     loc = list(loc)
     forced_types = dict(forced_types or {})
     names = [str(n) for n in table.column_names]
@@ -270,7 +276,7 @@ def _header(path) -> list[str]:
 
 def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
     """Parse a CSV file (header row required) into typed columns; 422 on any defect."""
-    return columns_from_arrow(read_csv_arrow(path, forced_types), forced_types)
+    return columns_from_arrow([read_csv_arrow(path, forced_types)], forced_types)
 
 
 def parse_parquet_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
@@ -278,10 +284,10 @@ def parse_parquet_file(path, forced_types: Mapping[str, str] | None = None) -> T
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        box = [pq.read_table(path)]
     except (pa.ArrowException, OSError) as exc:
         raise invalid(["body"], f"the body is not a readable Parquet file: {exc}") from None
-    return columns_from_arrow(table, forced_types)
+    return columns_from_arrow(box, forced_types)
 
 
 __all__ = ["columns_from_arrow", "read_csv_arrow", "parse_csv_file", "parse_parquet_file", "BLOCK_SIZE"]
