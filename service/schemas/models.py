@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Value = float | int | str | bool | None
 
@@ -70,6 +70,11 @@ class Dataset(BaseModel):
     created_at: dt.datetime
     size_bytes: int
     notes: list[str] = Field(default_factory=list, description="What ingestion did, e.g. a dropped pandas index column.")
+
+    @field_validator("notes", mode="before")
+    @classmethod
+    def _no_notes(cls, v):  # datasets stored before notes existed have NULL
+        return v or []
 
 
 class DatasetList(BaseModel):

@@ -305,3 +305,19 @@ def test_arrow_conversion_edge_cases(tmp_path):
     with pytest.raises(ProblemError) as exc:
         tables.parse_parquet_file(tmp_path / "t.parquet")
     assert exc.value.status == 422 and "'a'" in exc.value.detail and "not supported" in exc.value.detail
+
+
+def test_datasets_stored_before_arrow_still_load(client):
+    """The storage format is unchanged: a record without notes and a schema without labels/datetime load."""
+    ds = _upload(client, {"a": [1, 2], "b": ["x", "y"]})
+    rt = client.app.state.runtime
+    from sqlalchemy import update
+
+    from service.storage.metadata import datasets
+
+    with rt.meta.engine.begin() as conn:
+        conn.execute(update(datasets).where(datasets.c.id == ds["id"]).values(notes=None))
+    assert client.get(f"/v1/datasets/{ds['id']}").json()["notes"] == []
+    assert client.get("/v1/datasets").json()["data"][0]["notes"] == []
+    rows = client.get(f"/v1/datasets/{ds['id']}/rows").json()["rows"]
+    assert rows == [[1, "x"], [2, "y"]]
