@@ -42,6 +42,8 @@ print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '
  && find "$SP" -depth -type d \( -name tests -o -name test \) -exec rm -rf {} + \
  && rm -rf "$SP/sqlalchemy/testing" "$SP/sqlalchemy/dialects/mssql" "$SP/sqlalchemy/dialects/mysql" \
       "$SP/sqlalchemy/dialects/oracle" "$SP/numpy/distutils" \
+ && rm -rf "$SP"/pyarrow/include "$SP"/pyarrow/src "$SP"/pyarrow/libarrow_flight.so* "$SP"/pyarrow/_flight*.so \
+      "$SP"/pyarrow/libarrow_s3.so* "$SP"/pyarrow/_s3fs*.so \
  && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \
       -o -name "*.a" \) -delete \
  && cd "$SP" && for f in *.libs/*; do b="${f#*/}"; for g in *.libs/"$b"; do \
@@ -50,7 +52,8 @@ print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '
  && if command -v strip >/dev/null; then \
       find "$SP" -name "*.so*" -type f -not -path "*.libs/*" -exec strip --strip-unneeded {} +; fi \
  && /opt/orchard/bin/python -c "import numpy, scipy.linalg, scipy.optimize, scipy.special, scipy.stats, uvloop, \
-httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg; numpy.linalg.inv(numpy.eye(3)); \
+httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg, pyarrow.csv, pyarrow.parquet, pyarrow.compute; \
+numpy.linalg.inv(numpy.eye(3)); \
 scipy.linalg.cho_factor(numpy.eye(3)); assert psycopg.pq.__impl__ == 'binary', psycopg.pq.__impl__"
 COPY README.md ./
 COPY core ./core
