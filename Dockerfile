@@ -46,6 +46,8 @@ print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '
       "$SP/sqlalchemy/dialects/oracle" "$SP/numpy/distutils" \
  && find "$SP/botocore/data" -mindepth 1 -maxdepth 1 -type d \
       -not \( -name s3 -o -name sts -o -name sso -o -name sso-oidc \) -exec rm -rf {} + \
+ && rm -rf "$SP"/pyarrow/include "$SP"/pyarrow/src "$SP"/pyarrow/libarrow_flight.so* "$SP"/pyarrow/_flight*.so \
+      "$SP"/pyarrow/libarrow_s3.so* "$SP"/pyarrow/_s3fs*.so \
  && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \
       -o -name "*.a" \) -delete \
  && cd "$SP" && for f in *.libs/*; do b="${f#*/}"; for g in *.libs/"$b"; do \
@@ -54,7 +56,8 @@ print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '
  && if command -v strip >/dev/null; then \
       find "$SP" -name "*.so*" -type f -not -path "*.libs/*" -exec strip --strip-unneeded {} +; fi \
  && /opt/orchard/bin/python -c "import numpy, scipy.linalg, scipy.optimize, scipy.special, scipy.stats, uvloop, \
-httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg, boto3; numpy.linalg.inv(numpy.eye(3)); \
+httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg, boto3, pyarrow.csv, pyarrow.parquet, pyarrow.compute; \
+numpy.linalg.inv(numpy.eye(3)); \
 boto3.client('s3', region_name='us-east-1'); boto3.client('sts', region_name='us-east-1'); \
 scipy.linalg.cho_factor(numpy.eye(3)); assert psycopg.pq.__impl__ == 'binary', psycopg.pq.__impl__"
 COPY README.md ./

@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(512 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger ones get 413.")
     model_cache_bytes: int = Field(512 * 1024 * 1024, ge=0, description="Memory budget of the in-memory cache of loaded models (evicted least recently used).")
     max_predict_rows: int = Field(100_000, ge=1, description="Most rows one predict request may carry.")
+    classifier_max_numeric_classes: int = Field(50, ge=2, description="A classifier's numeric target with more distinct values than this (and than 20% of the rows) is refused as continuous (422).")
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
     log_format: Literal["json", "text"] = Field("json", description="Log lines as one JSON object each (json) or plain text (text).")
     access_log: bool = Field(True, description="Log every request (method, path, route, status, duration, request id).")

@@ -23,7 +23,7 @@ import numpy as np
 from ..context import FitCancelled
 from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state, spawn_seeds
-from ..tree._base import Fraction, max_features_spec, resolve_tree_settings, use_hist
+from ..tree._base import MIN_CATEGORY_COUNT, Fraction, max_features_spec, resolve_tree_settings, use_hist
 from ..tree._binning import AUTO_HIST_MIN_SAMPLES, bin_features
 from ..tree._tree import NodeTable, grow_tree
 
@@ -50,6 +50,7 @@ def forest_params(criteria, default_criterion, *, max_features_default, classifi
                              doc="Bootstrap sample size (null: n_samples)."),
         "oob_score": Bool(False, doc="Compute the out-of-bag score (needs bootstrap)."),
         "ccp_alpha": Float(0.0, ge=0.0),
+        "min_category_count": MIN_CATEGORY_COUNT,
     }
     if classifier:
         p["voting"] = Choice("soft", choices=("soft", "hard"),

@@ -16,6 +16,8 @@ import numpy as np
 from ..model_selection.split import train_test_split_indices
 from ..params import Bool, Choice, Float, Int, OneOf, Seed
 from ..random import check_random_state
+from ..tree._base import MIN_CATEGORY_COUNT
+from ..tree._binning import apply_category_groups, group_categories
 from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
 from . import _hist_gbm_tree
 from ._binning import BinMapper
@@ -34,7 +36,10 @@ COMMON_PARAMS = {
     "max_depth": Int(None, ge=1, doc="Maximum depth of each tree (null: unlimited)."),
     "min_samples_leaf": Int(20, ge=1, doc="Minimum number of training samples per leaf."),
     "l2_regularization": Float(0.0, ge=0.0, doc="L2 penalty on leaf values (added to the hessian sum)."),
-    "max_bins": Int(255, ge=2, le=255, doc="Bins per feature for non-missing values (NaN gets one more)."),
+    "max_bins": Int(255, ge=2, le=255, doc="Bins per feature for non-missing values (NaN gets one more); a "
+                    "categorical feature with more categories keeps the max_bins - 1 most frequent and groups the "
+                    "rest."),
+    "min_category_count": MIN_CATEGORY_COUNT,
     "early_stopping": OneOf(
         "auto",
         [Choice("auto", ["auto"]), Bool()],
@@ -85,6 +90,7 @@ class HistGradientBoostingMixin:
         rng = check_random_state(p["random_state"])
         w_all = None if sample_weight is None else check_sample_weight(sample_weight, n)
         cat = _categorical_mask(categorical_features, n_features)
+        X, category_maps = group_categories(X, cat, p.get("min_category_count", 1), p["max_bins"])
         early = p["early_stopping"]
         if early == "auto":
             early = n > 10_000
@@ -188,6 +194,7 @@ class HistGradientBoostingMixin:
             "train_score_": np.asarray(train_scores),
             "validation_score_": np.asarray(val_scores),
             "is_categorical_": mapper.is_categorical_,
+            "_category_maps": category_maps or None,
             "n_features_in_": n_features,
         }
 
@@ -201,7 +208,7 @@ class HistGradientBoostingMixin:
 
     def _raw_predict(self, X):
         check_is_fitted(self, ["_ensemble"])
-        X = check_array(X, allow_nan=True)
+        X = apply_category_groups(check_array(X, allow_nan=True), getattr(self, "_category_maps", None))
         check_n_features(self, X)
         out = np.empty((X.shape[0], len(self._baseline)))
         out[:] = self._baseline

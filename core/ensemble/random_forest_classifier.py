@@ -13,7 +13,7 @@ import numpy as np
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..registry import register
-from ..tree._base import class_weight_vector, prepare_X
+from ..tree._base import class_weight_vector, group_rare, prepare_X, regroup
 from ..tree._tree import NodeTable
 from ..validation import (
     DataError,
@@ -42,6 +42,7 @@ class RandomForestClassifier(Classifier):
     def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
         if y is None:
             raise DataError("y is required for a supervised estimator")
         y = column_or_1d(y)
@@ -93,6 +94,7 @@ class RandomForestClassifier(Classifier):
     def predict_proba(self, X):
         check_is_fitted(self, ["trees_"])
         X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
         check_n_features(self, X)
         if self.voting == "hard":
             vals = self._table.per_tree_values(X)

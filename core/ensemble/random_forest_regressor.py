@@ -12,7 +12,7 @@ import numpy as np
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..registry import register
-from ..tree._base import prepare_X
+from ..tree._base import group_rare, prepare_X, regroup
 from ..tree._tree import NodeTable
 from ..validation import (
     check_array,
@@ -40,6 +40,7 @@ class RandomForestRegressor(Regressor):
     def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
         y = check_target(y, X.shape[0], numeric=True)
         w = check_sample_weight(sample_weight, X.shape[0])
         trees, counts = fit_forest(X, y, w, is_cat, p, regression=True, n_classes=1, ctx=ctx, y_raw=y)
@@ -74,6 +75,7 @@ class RandomForestRegressor(Regressor):
     def predict(self, X):
         check_is_fitted(self, ["trees_"])
         X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
         check_n_features(self, X)
         return self._table.mean_value(X)[:, 0]
 

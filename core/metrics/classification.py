@@ -716,7 +716,8 @@ def _downsample(n: int, max_points: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n - 1, max_points)).astype(np.intp))
 
 
-def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve_points: int = 200) -> dict:
+def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve_points: int = 200,
+                          positive_label=None) -> dict:
     """Every classification metric the service returns from ``evaluate``, JSON-ready.
 
     ``classes`` is the column order of ``proba`` (the estimator's ``classes_``).  The
@@ -734,6 +735,8 @@ def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve
     ``classes[1]``; multiclass: one-vs-rest per class), each downsampled to at most
     ``max_curve_points`` points.  Non-finite numbers (the ROC's first threshold = +inf,
     undefined scores) are ``None``.  ``notes`` lists anything that could not be computed.
+    ``positive_label`` (binary only; default ``classes[1]``, or the larger label seen): the class that
+    ``precision``, ``recall``, ``f1``, ``roc_auc``, ``average_precision`` and the curves are about.
     """
     y_true = _as_1d(y_true, "y_true")
     y_pred = _as_1d(y_pred, "y_pred")
@@ -793,6 +796,23 @@ def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve
         for i, lab in enumerate(labels.tolist())
     }
     report["confusion_matrix"] = {"labels": [_py(v) for v in labels.tolist()], "matrix": cm.tolist()}
+    binary = classes if classes is not None else seen
+    if positive_label is not None and len(binary) != 2:
+        raise DataError(f"positive_label applies to two classes; there are {len(binary)}")
+    pos_index = 1
+    if len(binary) == 2:
+        if positive_label is not None:
+            match = [i for i, c in enumerate(np.asarray(binary).tolist()) if c == positive_label
+                     or str(c) == str(positive_label)]
+            if not match:
+                raise DataError(f"positive_label {positive_label!r} is not one of the classes "
+                                f"{np.asarray(binary).tolist()}")
+            pos_index = match[0]
+        pos = _encode(np.asarray(binary)[[pos_index]].astype(labels.dtype), labels)[0]
+        report["positive_label"] = _py(np.asarray(binary).tolist()[pos_index])
+        report["precision"] = _py(prec[pos])
+        report["recall"] = _py(rec[pos])
+        report["f1"] = _py(f1[pos])
     if proba is not None:
         P = np.asarray(proba, dtype=np.float64)
         if classes is None:
@@ -808,7 +828,7 @@ def classification_report(y_true, y_pred, proba=None, classes=None, *, max_curve
             notes.append("fewer than two classes; probability metrics are omitted")
         else:
             report["log_loss"] = _logloss_codes(codes, P)
-            _proba_report(report, notes, codes, P, classes, max_curve_points)
+            _proba_report(report, notes, codes, P, classes, max_curve_points, pos_index)
     report["notes"] = notes
     return report
 
@@ -832,19 +852,19 @@ def _one_vs_rest(y01: np.ndarray, score: np.ndarray, max_points: int) -> tuple[f
     return roc_auc, ap, roc, prc
 
 
-def _proba_report(report: dict, notes: list, codes, P, classes, max_points: int) -> None:
+def _proba_report(report: dict, notes: list, codes, P, classes, max_points: int, pos: int = 1) -> None:
     k = len(classes)
     labels = classes.tolist()
     curves: dict = {"roc": {}, "precision_recall": {}}
     if k == 2:
-        y01 = (codes == 1).astype(np.float64)
+        y01 = (codes == pos).astype(np.float64)
         if 0 < y01.sum() < len(y01):
-            roc_auc, ap, roc, prc = _one_vs_rest(y01, P[:, 1], max_points)
+            roc_auc, ap, roc, prc = _one_vs_rest(y01, P[:, pos], max_points)
             report["roc_auc"] = roc_auc
             report["average_precision"] = ap
-            curves["roc"][str(labels[1])] = roc
-            curves["precision_recall"][str(labels[1])] = prc
-            report["positive_label"] = _py(labels[1])
+            curves["roc"][str(labels[pos])] = roc
+            curves["precision_recall"][str(labels[pos])] = prc
+            report["positive_label"] = _py(labels[pos])
         else:
             notes.append("only one class present in y_true; roc_auc is undefined")
         report["curves"] = curves

@@ -12,12 +12,18 @@ estimator consumes:
   column of category codes 0..k-1 (``native_categorical``; categories sorted;
   missing and unknown -> NaN if ``native_missing`` else the code of the most
   frequent category) or k one-hot columns (missing and unknown -> all zeros).
+* datetime columns (datetime64 arrays, or ISO 8601 strings; NaT/None = missing)
+  are expanded into the numeric features ``name.year``, ``.month``, ``.day``,
+  ``.dayofweek`` (Monday = 0), ``.dayofyear``, ``.hour`` (only when some fit value
+  has a time of day) and ``.ordinal`` (days since 1970-01-01, fractional), which
+  are then imputed and scaled like any numeric column.
 
 Choices are recorded in docs/decisions/preprocessing.md.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping
 from itertools import repeat
 
@@ -25,9 +31,12 @@ import numpy as np
 
 from ..validation import _F64, DataError, NotFittedError
 
-__all__ = ["TablePreprocessor", "FEATURE_TYPES"]
+__all__ = ["TablePreprocessor", "FEATURE_TYPES", "to_datetime64", "DATETIME_PARTS"]
 
-FEATURE_TYPES = ("numeric", "boolean", "categorical")
+FEATURE_TYPES = ("numeric", "boolean", "categorical", "datetime")
+DATETIME_PARTS = ("year", "month", "day", "dayofweek", "dayofyear", "hour", "ordinal")
+_US = "datetime64[us]"
+_US_PER_DAY = 86_400_000_000
 _IMPUTE = ("mean", "median", "most_frequent")
 _SCALE_METHODS = ("standard", "minmax")
 
@@ -58,6 +67,76 @@ def _numeric_column(name: str, col) -> np.ndarray:
         raise DataError(f"feature '{name}' must be 1-dimensional, got shape {out.shape}")
     if np.isinf(out).any():
         raise DataError(f"feature '{name}' contains infinity")
+    return out
+
+
+def _one_datetime(v) -> np.datetime64:
+    if isinstance(v, np.datetime64):
+        return v.astype(_US)
+    if isinstance(v, _dt.date) and not isinstance(v, _dt.datetime):
+        v = _dt.datetime(v.year, v.month, v.day)
+    if isinstance(v, str):
+        s = v.strip()
+        if not s:
+            return np.datetime64("NaT", "us")
+        try:
+            v = _dt.datetime.fromisoformat(s)
+        except ValueError:
+            raise ValueError(f"{v!r} is not an ISO 8601 date or time (e.g. 2024-05-01 or "
+                             "2024-05-01T13:45:00Z)") from None
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is not None:  # UTC wall time
+            v = v.astimezone(_dt.UTC).replace(tzinfo=None)
+        return np.datetime64(v, "us")
+    raise ValueError(f"{v!r} is not an ISO 8601 date or time (e.g. 2024-05-01 or 2024-05-01T13:45:00Z)")
+
+
+def to_datetime64(values) -> np.ndarray:
+    """datetime64[us] (UTC wall time; NaT = missing) from datetime64 values or ISO 8601 strings.
+
+    Strings with a zone offset (``Z``, ``+02:00``) are converted to UTC; ``None``/NaN/empty are NaT.
+    ValueError naming the first value that is not a date.
+    """
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.dtype.kind == "M":
+        return arr.astype(_US)
+    out = np.full(arr.shape[0], np.datetime64("NaT", "us"), dtype=_US)
+    for i, v in enumerate(arr.tolist()):
+        if not _is_missing(v):
+            out[i] = _one_datetime(v)
+    return out
+
+
+def _datetime_input(name: str, col) -> np.ndarray:
+    try:
+        return to_datetime64(col)
+    except ValueError as exc:
+        raise DataError(f"feature '{name}' is a datetime but {exc}") from None
+
+
+def _datetime_features(t: np.ndarray, parts) -> dict[str, np.ndarray]:
+    """The numeric parts of datetime64[us] values (NaN where NaT)."""
+    nat = np.isnat(t)
+    safe = np.where(nat, np.datetime64(0, "us"), t)
+    day = safe.astype("datetime64[D]")
+    month = day.astype("datetime64[M]")
+    year = day.astype("datetime64[Y]")
+    calc = {
+        "year": lambda: year.astype(np.int64) + 1970,
+        "month": lambda: (month - year.astype("datetime64[M]")).astype(np.int64) + 1,
+        "day": lambda: (day - month.astype("datetime64[D]")).astype(np.int64) + 1,
+        "dayofweek": lambda: (day.astype(np.int64) + 3) % 7,  # 1970-01-01 was a Thursday
+        "dayofyear": lambda: (day - year.astype("datetime64[D]")).astype(np.int64) + 1,
+        "hour": lambda: (safe - day).astype(np.int64) // 3_600_000_000,
+        "ordinal": lambda: safe.astype(np.int64) / _US_PER_DAY,
+    }
+    out = {}
+    for p in parts:
+        v = np.asarray(calc[p](), dtype=np.float64)
+        v[nat] = np.nan
+        out[p] = v
     return out
 
 
@@ -131,13 +210,31 @@ class TablePreprocessor:
             raise DataError(f"scale_method must be one of {list(_SCALE_METHODS)}, got {self.scale_method!r}")
         if not types:
             raise DataError("at least one feature is required")
-        names = list(types)
-        for name in names:
+        for name in types:
             if types[name] not in FEATURE_TYPES:
                 raise DataError(
                     f"feature '{name}' has unknown type {types[name]!r}; "
                     f"expected one of {list(FEATURE_TYPES)}"
                 )
+        input_names, input_types = list(types), dict(types)
+        self.datetime_parts_: dict[str, list[str]] = {}
+        for name in input_names:
+            if types[name] == "datetime":
+                if name not in columns:
+                    raise DataError(f"required feature '{name}' is missing from the input")
+                t = _datetime_input(name, columns[name])
+                present = t[~np.isnat(t)]
+                timed = bool(present.size and (present != present.astype("datetime64[D]")).any())
+                self.datetime_parts_[name] = [p for p in DATETIME_PARTS if p != "hour" or timed]
+        if self.datetime_parts_:
+            columns = self._expand_datetimes(columns)
+            types = {}
+            for name in input_names:
+                if name in self.datetime_parts_:
+                    types.update({f"{name}.{p}": "numeric" for p in self.datetime_parts_[name]})
+                else:
+                    types[name] = input_types[name]
+        names = list(types)
         n_rows = None
         num_names, num_fill, num_center, num_scale = [], [], [], []
         categories: dict[str, list[str]] = {}
@@ -190,8 +287,8 @@ class TablePreprocessor:
                 out_names.append(name)
                 cat_mask.append(False)
 
-        self.feature_names_in_ = names
-        self.types_ = {name: types[name] for name in names}
+        self.feature_names_in_ = input_names
+        self.types_ = input_types
         self.categories_ = categories
         self.statistics_ = dict(zip(num_names, num_fill, strict=False))
         self.center_ = dict(zip(num_names, num_center, strict=False))
@@ -210,6 +307,17 @@ class TablePreprocessor:
         self._cat_sorted = {name: np.asarray(categories[name], dtype=str) for name in categories}
         self._cat_fallback = {name: self._fallback_code(modes[name]) for name in categories}
         return self
+
+    def _expand_datetimes(self, columns: Mapping[str, np.ndarray]) -> dict:
+        """``columns`` with each datetime feature replaced by its numeric parts."""
+        out = dict(columns)
+        for name, parts in self.datetime_parts_.items():
+            if name not in columns:
+                raise DataError(f"required feature '{name}' is missing from the input")
+            feats = _datetime_features(_datetime_input(name, columns[name]), parts)
+            del out[name]
+            out.update({f"{name}.{p}": v for p, v in feats.items()})
+        return out
 
     def _fallback_code(self, mode: int) -> float:
         """Code for missing/unknown categories in native mode: NaN, or the most frequent code."""
@@ -256,6 +364,8 @@ class TablePreprocessor:
         if not hasattr(self, "_cat_plan"):
             raise NotFittedError("this TablePreprocessor is not fitted yet; call fit before using it")
         n = self._n_rows(columns)
+        if getattr(self, "datetime_parts_", None):
+            columns = self._expand_datetimes(columns)
         out = np.zeros((n, self.n_features_out_), dtype=np.float64)
         num_names = self._num_names
         if num_names:
@@ -305,7 +415,7 @@ class TablePreprocessor:
     @property
     def all_numeric(self) -> bool:
         """True when every input feature is numeric or boolean (``transform_matrix`` applies)."""
-        return hasattr(self, "_cat_plan") and not self._cat_plan
+        return hasattr(self, "_cat_plan") and not self._cat_plan and not getattr(self, "datetime_parts_", None)
 
     def transform_matrix(self, A: np.ndarray, *, finite: bool = False, copy: bool = True) -> np.ndarray:
         """Fast path of ``transform`` for all-numeric inputs given as one float matrix.
@@ -315,7 +425,7 @@ class TablePreprocessor:
         ``finite=True``: the caller guarantees there is no NaN (nothing to impute); ``copy=False``: ``A`` is
         the caller's scratch float64 C array and may be transformed in place.
         """
-        if getattr(self, "_cat_plan", True):  # not fitted, or categorical features: not all-numeric
+        if getattr(self, "_cat_plan", True) or self.__dict__.get("datetime_parts_"):  # not all-numeric
             raise DataError("transform_matrix needs all-numeric features; use transform")
         if A.ndim != 2 or A.shape[1] != len(self._num_names):
             raise DataError(f"expected a matrix with {len(self._num_names)} columns, got shape {A.shape}")

@@ -21,10 +21,17 @@ import numpy as np
 from ..model_selection.split import train_test_split_indices
 from ..params import Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..validation import DataError
-from ._binning import AUTO_HIST_MIN_SAMPLES, bin_features, resolve_categorical
+from ._binning import (
+    AUTO_HIST_MIN_SAMPLES,
+    apply_category_groups,
+    bin_features,
+    group_categories,
+    resolve_categorical,
+)
 from ._tree import LEAF, NodeTable, Tree, grow_tree
 
-__all__ = ["Fraction", "tree_params", "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
+__all__ = ["Fraction", "tree_params", "group_rare", "regroup", "MIN_CATEGORY_COUNT",
+           "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
            "reduced_error_prune", "cost_complexity_prune", "max_features_spec"]
 
 
@@ -36,6 +43,13 @@ class Fraction(Float):
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             raise ParamError(name, f"must be a float fraction, got the integer {value!r}")
         return super()._validate(value, name)
+
+
+MIN_CATEGORY_COUNT = Int(
+    1, ge=1, le=1_000_000,
+    doc="Categories of a categorical feature seen fewer times than this at fit share one 'other' category "
+        "(so do categories first seen at predict time); 1: no grouping.",
+)
 
 
 def max_features_spec(default):
@@ -65,6 +79,7 @@ def tree_params(criteria: tuple[str, ...], default_criterion: str, *, max_featur
                                   doc="Minimum samples in each child (int or fraction)."),
         "min_impurity_decrease": Float(0.0, ge=0.0, doc="Split only if W_t/W * gain >= this."),
         "max_features": max_features_spec(max_features_default),
+        "min_category_count": MIN_CATEGORY_COUNT,
     }
     if pruning:
         p["pruning"] = Choice("none", choices=("none", "reduced_error"),
@@ -140,6 +155,18 @@ def prepare_X(X, categorical_features, *, name="X"):
     X = check_array(X, allow_nan=True, name=name)
     is_cat = resolve_categorical(categorical_features, X.shape[1])
     return X, is_cat
+
+
+def group_rare(est, X, is_cat, p, max_categories=None):
+    """Fit-time category grouping (``min_category_count``); the groups are kept on ``est``."""
+    X, maps = group_categories(X, is_cat, p.get("min_category_count", 1), max_categories)
+    est._category_maps = maps or None
+    return X
+
+
+def regroup(est, X):
+    """Predict-time: the fitted category groups applied to a checked ``X``."""
+    return apply_category_groups(X, getattr(est, "_category_maps", None))
 
 
 def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y_raw=None,

@@ -137,3 +137,47 @@ def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int
         if miss_list[j] is not None:
             codes[miss_list[j], j] = B
     return Binned(codes, n_bins, bin_lo, bin_hi, is_cat.copy(), B, has_missing)
+
+
+def group_categories(X: np.ndarray, is_cat: np.ndarray, min_count: int, max_categories: int | None = None):
+    """Group rare categories: ``(X', maps)`` where ``maps[j]`` recodes categorical feature ``j``.
+
+    Categories seen fewer than ``min_count`` times, and beyond the ``max_categories - 1`` most frequent
+    ones, share one "other" code (the last); categories never seen at fit fall into it too.  Features
+    that need no grouping keep their codes (``maps`` holds no entry; ``X`` is copied only when some
+    feature is recoded).  Ties in frequency keep the smaller code.
+    """
+    maps: dict[int, np.ndarray] = {}
+    for j in np.flatnonzero(is_cat):
+        col = X[:, j]
+        known = col[~np.isnan(col)]
+        if not known.size or known.min() < 0 or (known != np.floor(known)).any():
+            continue  # bin_features reports bad codes
+        counts = np.bincount(known.astype(np.intp))
+        present = np.flatnonzero(counts)
+        keep = present[counts[present] >= min_count]
+        too_wide = max_categories is not None and counts.size > max_categories
+        if too_wide and keep.size > max_categories - 1:
+            keep = np.sort(keep[np.argsort(-counts[keep], kind="stable")[: max_categories - 1]])
+        if keep.size == present.size and not too_wide:
+            continue
+        lookup = np.full(counts.size, float(keep.size))
+        lookup[keep] = np.arange(keep.size, dtype=np.float64)
+        maps[int(j)] = lookup
+    return (apply_category_groups(X, maps) if maps else X), maps
+
+
+def apply_category_groups(X: np.ndarray, maps: dict | None) -> np.ndarray:
+    """``X`` with the fitted category groups of ``group_categories`` applied (unseen codes -> "other")."""
+    if not maps:
+        return X
+    X = np.array(X, dtype=np.float64, copy=True)
+    for j, lookup in maps.items():
+        col = X[:, j]
+        ok = ~np.isnan(col)
+        codes = col[ok].astype(np.intp)
+        other = float(lookup.max()) if lookup.size else 0.0
+        inside = (codes >= 0) & (codes < lookup.size)
+        col[ok] = np.where(inside, lookup[np.clip(codes, 0, max(lookup.size - 1, 0))], other)
+        X[:, j] = col
+    return X

@@ -25,7 +25,7 @@ from ..validation import (
     check_sample_weight,
     column_or_1d,
 )
-from ._base import class_weight_vector, fit_one_tree, prepare_X, tree_params
+from ._base import class_weight_vector, fit_one_tree, group_rare, prepare_X, regroup, tree_params
 from ._tree import NodeTable
 
 __all__ = ["DecisionTreeClassifier"]
@@ -45,6 +45,7 @@ class DecisionTreeClassifier(Classifier):
         """Fit; ``_binned`` (private) reuses the binning of the same X across boosting rounds."""
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
         if y is None:
             raise DataError("y is required for a supervised estimator")
         y = column_or_1d(y)
@@ -72,6 +73,7 @@ class DecisionTreeClassifier(Classifier):
     def predict_proba(self, X):
         check_is_fitted(self, ["tree_"])
         X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
         check_n_features(self, X)
         return self._table.mean_value(X)
 
@@ -79,6 +81,7 @@ class DecisionTreeClassifier(Classifier):
         """Leaf index of each sample (rows without missing values)."""
         check_is_fitted(self, ["tree_"])
         X = check_array(X)
+        X = regroup(self, X)
         return self._table.leaves(X)[:, 0]
 
     def get_depth(self) -> int:

@@ -20,7 +20,7 @@ from ..validation import (
     check_sample_weight,
     check_target,
 )
-from ._base import fit_one_tree, prepare_X, tree_params
+from ._base import fit_one_tree, group_rare, prepare_X, regroup, tree_params
 from ._tree import NodeTable
 
 __all__ = ["DecisionTreeRegressor"]
@@ -38,6 +38,7 @@ class DecisionTreeRegressor(Regressor):
     def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
         y = check_target(y, X.shape[0], numeric=True)
         w = check_sample_weight(sample_weight, X.shape[0])
         rng = check_random_state(p["random_state"])
@@ -54,12 +55,14 @@ class DecisionTreeRegressor(Regressor):
     def predict(self, X):
         check_is_fitted(self, ["tree_"])
         X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
         check_n_features(self, X)
         return self._table.mean_value(X)[:, 0]
 
     def apply(self, X):
         check_is_fitted(self, ["tree_"])
         X = check_array(X)
+        X = regroup(self, X)
         return self._table.leaves(X)[:, 0]
 
     def get_depth(self) -> int:

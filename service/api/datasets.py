@@ -1,4 +1,4 @@
-"""Dataset endpoints: upload (CSV body, multipart CSV, JSON rows), list, get, rows, delete."""
+"""Dataset endpoints: upload (CSV or Parquet body, multipart file, JSON rows), list, get, rows, delete."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..errors import TooLarge, UnsupportedMedia, invalid
 from ..runtime import rt
 from ..schemas.models import Dataset, DatasetCreateJSON, DatasetList, RowsPage
 from ..services import datasets as ds
-from ..services.tables import parse_csv_file, parse_json_table, parse_types_query
+from ..services.tables import parse_csv_file, parse_json_table, parse_parquet_file, parse_types_query
 from .common import Page, errors
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -25,6 +25,7 @@ _UPLOAD_DOC = {
         "required": True,
         "content": {
             "text/csv": {"schema": {"type": "string"}, "example": "x,y,label\n1.0,2.0,a\n"},
+            "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
             "multipart/form-data": {"schema": {
                 "type": "object", "required": ["file"],
                 "properties": {"file": {"type": "string", "format": "binary"}, "name": {"type": "string"}},
@@ -33,6 +34,19 @@ _UPLOAD_DOC = {
         },
     }
 }
+
+
+CSV_TYPES = ("text/csv", "application/csv", "text/plain")
+PARQUET_TYPES = ("application/vnd.apache.parquet", "application/x-parquet", "application/parquet")
+
+
+def _parse_file(path: str, forced: dict, hint: str):
+    """Parquet when the content type or file name says so or the file starts with Parquet's magic bytes."""
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if hint == "parquet" or magic == b"PAR1":
+        return parse_parquet_file(path, forced)
+    return parse_csv_file(path, forced)
 
 
 async def _stream_to_file(request: Request, path: str, limit: int) -> int:
@@ -51,15 +65,18 @@ async def _stream_to_file(request: Request, path: str, limit: int) -> int:
 async def upload_dataset(request: Request, response: Response,
                          name: str | None = Query(None, max_length=255, description="Dataset name"),
                          types: str | None = Query(None, description="Forced column types: col:categorical,...")):
-    """Create a dataset from a CSV body, a multipart CSV file, or JSON columns + rows."""
+    """Create a dataset from a CSV or Parquet body, a multipart CSV or Parquet file, or JSON columns + rows."""
     r = rt(request)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     forced = parse_types_query(types)
-    if ctype in ("text/csv", "application/csv", "text/plain"):
-        tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.csv")
+    if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
+        tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
         try:
             await _stream_to_file(request, tmp, r.settings.max_body_bytes)
-            cols = await run_in_threadpool(parse_csv_file, tmp, forced)
+            if ctype in PARQUET_TYPES:
+                cols = await run_in_threadpool(parse_parquet_file, tmp, forced)
+            else:
+                cols = await run_in_threadpool(parse_csv_file, tmp, forced)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -68,13 +85,16 @@ async def upload_dataset(request: Request, response: Response,
         try:
             part = form.get("file")
             if part is None or isinstance(part, str):
-                raise invalid(["body", "file"], "the multipart body needs a 'file' part holding the CSV")
+                raise invalid(["body", "file"], "the multipart body needs a 'file' part holding a CSV or Parquet file")
             name = name or (form.get("name") if isinstance(form.get("name"), str) else None) or part.filename
-            tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.csv")
+            part_type = (part.content_type or "").split(";")[0].strip().lower()
+            hint = "parquet" if (part_type in PARQUET_TYPES or (part.filename or "").lower().endswith(
+                (".parquet", ".pq"))) else "csv"
+            tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
             try:
                 with open(tmp, "wb") as fh:
                     await run_in_threadpool(shutil.copyfileobj, part.file, fh)
-                cols = await run_in_threadpool(parse_csv_file, tmp, forced)
+                cols = await run_in_threadpool(_parse_file, tmp, forced, hint)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
@@ -94,8 +114,8 @@ async def upload_dataset(request: Request, response: Response,
         cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, merged)
     else:
         raise UnsupportedMedia(
-            f"content type {ctype or '(none)'!r} is not supported; send text/csv, multipart/form-data "
-            "with a 'file' part, or application/json"
+            f"content type {ctype or '(none)'!r} is not supported; send text/csv, application/vnd.apache.parquet, "
+            "multipart/form-data with a 'file' part, or application/json"
         )
     record = await run_in_threadpool(ds.store_columns, r.meta, r.art, cols, name)
     response.headers["Location"] = f"/v1/datasets/{record['id']}"
@@ -113,11 +133,26 @@ def get_dataset(request: Request, dataset_id: str):
     return ds.get_record(rt(request).meta, dataset_id)
 
 
+_EXPORT_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv; charset=utf-8"}
+
+
 @router.get("/{dataset_id}/rows", response_model=RowsPage, operation_id="get_dataset_rows",
-            responses=errors(404))
-def get_dataset_rows(request: Request, dataset_id: str, page: Page = Depends()):
+            responses={**errors(404), 200: {"content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RowsPage"}},
+                "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+                "text/csv": {"schema": {"type": "string"}}}}})
+def get_dataset_rows(request: Request, dataset_id: str, page: Page = Depends(),
+                     format: str = Query("json", pattern="^(json|parquet|csv)$",
+                                         description="json: a page of rows; parquet or csv: a file of every row "
+                                                     "(or of limit rows from offset when limit is given)")):
     r = rt(request)
     record = ds.get_record(r.meta, dataset_id)
+    if format != "json":
+        limit = page.limit if "limit" in request.query_params else None
+        body = ds.export_table(r.art, record, format, limit, page.offset)
+        ext = "parquet" if format == "parquet" else "csv"
+        return Response(body, media_type=_EXPORT_TYPES[format],
+                        headers={"Content-Disposition": f'attachment; filename="{dataset_id}.{ext}"'})
     return Response(orjson.dumps(ds.rows_page(r.art, record, page.limit, page.offset)),
                     media_type="application/json")
 

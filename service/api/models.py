@@ -38,13 +38,14 @@ from .jobs import job_view
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 _MODEL_FIELDS = ("id", "name", "algorithm", "task", "params", "status", "job_id", "dataset_id", "features",
-                 "target", "classes", "metrics", "insight", "created_at", "size_bytes")
+                 "target", "classes", "metrics", "insight", "created_at", "size_bytes", "notes", "preprocessing")
 
 
 def model_view(m: dict) -> dict:
     out = {k: m.get(k) for k in _MODEL_FIELDS}
     out["features"] = out["features"] or []
     out["metrics"] = out["metrics"] or {}
+    out["notes"] = out["notes"] or []
     return out
 
 
@@ -187,8 +188,18 @@ def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
         if unknown and len(unknown) == len({str(v) for v in y.tolist()}):
             raise invalid(["body", "target"], f"none of the target values are classes the model knows "
                           f"({', '.join(map(str, bundle.classes))})")
+    positive = body.positive_label
+    if positive is not None:
+        if bundle.task != "classification" or len(bundle.classes or []) != 2:
+            raise invalid(["body", "positive_label"], "positive_label applies to binary classifiers")
+        match = [c for c in bundle.classes if c == positive or str(c) == str(positive)
+                 or (isinstance(c, bool) and str(c).lower() == str(positive).lower())]
+        if not match:
+            raise invalid(["body", "positive_label"], f"{positive!r} is not a class of the model (classes: "
+                          f"{', '.join(map(str, bundle.classes))})")
+        positive = match[0]
     X = bundle.matrix(feats)
-    out = evaluate_matrix(bundle, X, y)
+    out = evaluate_matrix(bundle, X, y, positive_label=positive)
     return Response(orjson.dumps(out), media_type="application/json")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Value = float | int | str | bool | None
 
@@ -59,7 +59,7 @@ class Health(BaseModel):
 # -- datasets --------------------------------------------------------------------------------------
 class ColumnInfo(BaseModel):
     name: str
-    type: Literal["numeric", "categorical", "boolean"]
+    type: Literal["numeric", "categorical", "boolean", "datetime"]
     n_missing: int
     summary: dict[str, Any]
 
@@ -72,6 +72,12 @@ class Dataset(BaseModel):
     columns: list[ColumnInfo]
     created_at: dt.datetime
     size_bytes: int
+    notes: list[str] = Field(default_factory=list, description="What ingestion did, e.g. a dropped pandas index column.")
+
+    @field_validator("notes", mode="before")
+    @classmethod
+    def _no_notes(cls, v):  # datasets stored before notes existed have NULL
+        return v or []
 
 
 class DatasetList(BaseModel):
@@ -84,14 +90,14 @@ class InlineTable(Strict):
 
     columns: list[str] = Field(min_length=1)
     rows: list[list[Value]] = Field(min_length=1)
-    types: dict[str, Literal["numeric", "categorical", "boolean"]] | None = None
+    types: dict[str, Literal["numeric", "categorical", "boolean", "datetime"]] | None = None
 
 
 class DatasetCreateJSON(Strict):
     name: str | None = Field(None, max_length=255)
     columns: list[str] = Field(min_length=1)
     rows: list[list[Value]] = Field(min_length=1)
-    types: dict[str, Literal["numeric", "categorical", "boolean"]] | None = None
+    types: dict[str, Literal["numeric", "categorical", "boolean", "datetime"]] | None = None
 
 
 class RowsPage(BaseModel):
@@ -129,10 +135,19 @@ class JobList(BaseModel):
 
 # -- training --------------------------------------------------------------------------------------
 class Validation(Strict):
-    holdout: float | None = Field(None, gt=0, lt=1, description="Fraction of rows held out for validation metrics.")
+    holdout: float | None = Field(None, ge=0, lt=1, description="Fraction of rows held out for validation metrics (0: none, the model is fitted on every row).")
     cv: int | None = Field(None, ge=2, le=100, description="k-fold cross-validation metrics; the model is then fitted on all rows.")
     stratify: bool = True
     random_state: int | None = Field(0, ge=0, lt=2**32)
+    refit: bool = Field(False, description="With a holdout: after measuring, refit the model on every row.")
+    time_column: str | None = Field(None, max_length=255, description="With a holdout: the latest rows by this datetime (or numeric) column are held out, instead of a random split.")
+
+
+class Preprocessing(Strict):
+    impute: Literal["mean", "median", "most_frequent"] | None = Field(None, description="Missing numeric values (default: mean).")
+    scale: Literal["standard", "minmax", "none"] | None = Field(None, description="Numeric scaling (default: standard for algorithms that need scaling, none otherwise).")
+    encode: Literal["onehot", "native"] | None = Field(None, description="Categorical columns: one-hot, or category codes for algorithms that split on categories natively (their default).")
+    drop: list[str] = Field(default_factory=list, description="Columns never used as features.")
 
 
 class TrainRequest(Strict):
@@ -143,6 +158,8 @@ class TrainRequest(Strict):
     target: str | None = None
     features: list[str] | None = None
     validation: Validation | None = None
+    preprocessing: Preprocessing | None = None
+    positive_label: str | int | float | bool | None = Field(None, description="Binary classification: the class that precision, recall, f1 and roc_auc are about (default: the second class).")
     name: str | None = Field(None, max_length=255)
 
 
@@ -176,6 +193,8 @@ class Model(BaseModel):
                           "and/or coefficients, keyed by original feature names (one-hot columns as 'column=value').")
     created_at: dt.datetime
     size_bytes: int
+    notes: list[str] = Field(default_factory=list, description="What training decided for you (features left out, rows used).")
+    preprocessing: dict[str, Any] | None = Field(None, description="The effective preprocessing (impute, scale, encode, drop).")
 
 
 class ModelList(BaseModel):
@@ -206,6 +225,7 @@ class EvaluateRequest(Strict):
     dataset_id: str | None = None
     data: InlineTable | None = None
     target: str | None = Field(None, description="Label column: defaults to the model's target; for clustering, enables ari/nmi.")
+    positive_label: str | int | float | bool | None = Field(None, description="Binary classification: the positive class (default: the one chosen at training, else the second class).")
 
 
 class ConfusionMatrix(BaseModel):

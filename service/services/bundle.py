@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from core.preprocessing.table import to_datetime64
+
 from ..errors import invalid
 from .tables import FALSE_TOKENS, MISSING_TOKENS, TRUE_TOKENS
 
@@ -128,7 +130,21 @@ class ModelBundle:
 
     @staticmethod
     def _convert(feature: dict, values: list, loc_root: str) -> np.ndarray:
+        """One feature's values as the preprocessor's input; a 422 at ``["body", loc_root, row, feature]``."""
         name, typ = feature["name"], feature["type"]
+        if typ == "datetime":
+            out = np.full(len(values), np.datetime64("NaT", "us"), dtype="datetime64[us]")
+            for i, v in enumerate(values):
+                if v is None or (isinstance(v, str) and v.strip() in _MISSING):
+                    continue
+                if not isinstance(v, str):
+                    raise invalid(["body", loc_root, i, name], f"feature {name!r} is a datetime; send ISO 8601 text "
+                                  f"such as 2024-05-01 or 2024-05-01T13:45:00Z, got {v!r}")
+                try:
+                    out[i] = to_datetime64([v])[0]
+                except ValueError as exc:
+                    raise invalid(["body", loc_root, i, name], f"feature {name!r}: {exc}") from None
+            return out
         if typ == "categorical":
             out = np.empty(len(values), dtype=object)
             for i, v in enumerate(values):
@@ -141,7 +157,7 @@ class ModelBundle:
                 elif isinstance(v, (str, int, float)):
                     out[i] = None if v in _MISSING and isinstance(v, str) and not v.strip() else str(v)
                 else:
-                    raise invalid(["body", loc_root, name], f"feature {name!r} needs a category (string), got {v!r}")
+                    raise invalid(["body", loc_root, i, name], f"feature {name!r} needs a category (string), got {v!r}")
             return out
         out = np.empty(len(values), dtype=np.float64)
         for i, v in enumerate(values):
@@ -152,7 +168,7 @@ class ModelBundle:
             elif isinstance(v, (int, float)):
                 fv = float(v)
                 if not math.isfinite(fv):
-                    raise invalid(["body", loc_root, name],
+                    raise invalid(["body", loc_root, i, name],
                                   f"feature {name!r} must be a finite number, got {v!r}; send null for a missing value")
                 out[i] = fv
             elif isinstance(v, str):
@@ -165,13 +181,14 @@ class ModelBundle:
                     try:
                         fv = float(s)
                     except ValueError:
-                        raise invalid(["body", loc_root, name],
+                        raise invalid(["body", loc_root, i, name],
                                       f"feature {name!r} is {typ} but got the text {v!r}") from None
                     if not math.isfinite(fv):
-                        raise invalid(["body", loc_root, name], f"feature {name!r} must be a finite number, got {v!r}")
+                        raise invalid(["body", loc_root, i, name],
+                                      f"feature {name!r} must be a finite number, got {v!r}")
                     out[i] = fv
             else:
-                raise invalid(["body", loc_root, name], f"feature {name!r} is {typ} but got {v!r}")
+                raise invalid(["body", loc_root, i, name], f"feature {name!r} is {typ} but got {v!r}")
         return out
 
     # -- prediction -----------------------------------------------------------------------------

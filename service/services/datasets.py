@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import NotFound
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
-from .tables import Column
+from .tables import Column, to_arrow_table
 
 
 def new_id(prefix: str) -> str:
@@ -21,7 +21,8 @@ def store_columns(meta: MetadataStore, art: ArtifactStore, columns: list[Column]
     """Write columns to the artifact store, then the metadata row (the record appears only when complete)."""
     dataset_id = new_id("ds")
     arrays = {f"c{j}": c.values for j, c in enumerate(columns)}
-    schema = {"columns": [{"name": c.name, "type": c.type, "categories": c.categories} for c in columns]}
+    schema = {"columns": [{"name": c.name, "type": c.type, "categories": c.categories,
+                           **({"labels": c.labels} if c.labels else {})} for c in columns]}
     size = art.write_dataset(dataset_id, arrays, schema)
     record = {
         "id": dataset_id,
@@ -31,6 +32,7 @@ def store_columns(meta: MetadataStore, art: ArtifactStore, columns: list[Column]
         "columns": [c.schema() for c in columns],
         "size_bytes": int(size),
         "created_at": utcnow(),
+        "notes": list(getattr(columns, "notes", []) or []),
     }
     try:
         meta.insert_dataset(record)
@@ -55,8 +57,27 @@ def load_columns(art: ArtifactStore, dataset_id: str, names: Sequence[str] | Non
         if names is not None and c["name"] not in names:
             continue
         out.append(Column(c["name"], c["type"], art.read_dataset_array(dataset_id, f"c{j}", mmap=mmap),
-                          c.get("categories") or []))
+                          c.get("categories") or [], c.get("labels")))
     return out
+
+
+def export_table(art: ArtifactStore, record: dict, fmt: str, limit: int | None, offset: int) -> bytes:
+    """The dataset (or the rows ``offset:offset+limit``) as Parquet or CSV bytes."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    cols = load_columns(art, record["id"])
+    stop = record["n_rows"] if limit is None else min(offset + limit, record["n_rows"])
+    sl = slice(offset, max(offset, stop))
+    part = [Column(c.name, c.type, c.values[sl], c.categories, c.labels) for c in cols]
+    table = to_arrow_table(part, text=fmt == "csv")
+    sink = pa.BufferOutputStream()
+    if fmt == "parquet":
+        pq.write_table(table, sink)
+    else:
+        pacsv.write_csv(table, sink, pacsv.WriteOptions(quoting_style="needed"))
+    return sink.getvalue().to_pybytes()
 
 
 def rows_page(art: ArtifactStore, record: dict, limit: int, offset: int) -> dict:

@@ -15,15 +15,22 @@ from core.metrics.clustering import (
 SILHOUETTE_MAX_ROWS = 20_000
 
 
-def evaluate_matrix(bundle, X: np.ndarray, y=None, *, include_curves: bool = True) -> dict:
-    """Metrics of ``bundle.estimator`` on the preprocessed matrix ``X`` (and labels ``y``)."""
+def evaluate_matrix(bundle, X: np.ndarray, y=None, *, include_curves: bool = True, positive_label=None) -> dict:
+    """Metrics of ``bundle.estimator`` on the preprocessed matrix ``X`` (and labels ``y``).
+
+    ``positive_label`` (binary classification): the positive class; default the one chosen at training.
+    """
     est = bundle.estimator
     task = bundle.task
     out: dict = {"task": task, "n_samples": int(X.shape[0])}
     if task == "classification":
         proba = est.predict_proba(X) if hasattr(est, "predict_proba") else None
         pred = est.classes_[np.argmax(proba, axis=1)] if proba is not None else est.predict(X)
-        report = classification_report(y, pred, proba=proba, classes=est.classes_)
+        if positive_label is None:
+            positive_label = (getattr(bundle, "extra", None) or {}).get("positive_label")
+        if len(est.classes_) != 2:
+            positive_label = None
+        report = classification_report(y, pred, proba=proba, classes=est.classes_, positive_label=positive_label)
         cm = report.pop("confusion_matrix", None)
         curves = report.pop("curves", None)
         out["metrics"] = _jsonable(report)

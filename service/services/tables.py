@@ -1,51 +1,54 @@
-"""Parsing tables (CSV files, JSON rows) into typed columns.
+"""Parsing tables (CSV and Parquet files, JSON rows) into typed columns, on Apache Arrow.
 
-Column types: ``numeric`` (float64, NaN = missing), ``boolean`` (float64 0/1, NaN =
-missing) and ``categorical`` (int32 codes into sorted string categories, -1 = missing).
+Column types: ``numeric`` (float64, NaN = missing), ``boolean`` (float64 0/1, NaN = missing; ``labels`` keeps
+the spelling of a yes/no column so that labels come back as uploaded), ``categorical`` (int32 codes into
+sorted string categories, -1 = missing) and ``datetime`` (datetime64[us], UTC, NaT = missing).
 
-CSV is parsed in two streaming passes over a file on disk, in chunks of rows:
-pass 1 infers each column's type (and categorical vocabularies), pass 2
-converts each chunk with NumPy into the final arrays.  Peak memory is the
-final arrays plus one chunk of text, whatever the file size.
+CSV and Parquet files are read with Apache Arrow in ``service.services.ingest`` (imported on first use: the
+training workers' forkserver imports this module and must stay free of Arrow's threads);
+docs/decisions/data-ingestion.md.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import Invalid, invalid
+from core.preprocessing.table import to_datetime64
 
-TYPES = ("numeric", "categorical", "boolean")
+from ..errors import invalid
+
+TYPES = ("numeric", "categorical", "boolean", "datetime")
 MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "Null", "None", "none", "na", "n/a", "?")
 TRUE_TOKENS = ("true", "True", "TRUE", "yes", "Yes", "YES")
 FALSE_TOKENS = ("false", "False", "FALSE", "no", "No", "NO")
-CHUNK_ROWS = 20_000
-
-csv.field_size_limit(16 * 1024 * 1024)
+ISO_DATETIME = r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$"
+_ISO_RE = re.compile(ISO_DATETIME)
+PANDAS_INDEX_NAMES = ("", "__index_level_0__")
 
 
 @dataclass
 class Column:
     name: str
     type: str
-    values: np.ndarray  # float64 (numeric/boolean) or int32 codes (categorical)
+    values: np.ndarray  # float64 (numeric/boolean), int32 codes (categorical), datetime64[us] (datetime)
     categories: list[str] = field(default_factory=list)
+    labels: list[str] | None = None  # boolean only: the [false, true] spellings of a yes/no column
 
     @property
     def missing(self) -> np.ndarray:
         if self.type == "categorical":
             return self.values < 0
+        if self.type == "datetime":
+            return np.isnat(self.values)
         return np.isnan(self.values)
 
     def schema(self) -> dict:
-        d = {"name": self.name, "type": self.type, "n_missing": int(self.missing.sum()), "summary": self.summary()}
-        return d
+        return {"name": self.name, "type": self.type, "n_missing": int(self.missing.sum()), "summary": self.summary()}
 
     def summary(self) -> dict:
         miss = self.missing
@@ -56,7 +59,15 @@ class Column:
             return {"min": float(v.min()), "max": float(v.max()), "mean": float(v.mean()), "std": float(v.std())}
         if self.type == "boolean":
             v = self.values[~miss]
-            return {"true": int((v == 1).sum()), "false": int((v == 0).sum())}
+            out = {"true": int((v == 1).sum()), "false": int((v == 0).sum())}
+            if self.labels:
+                out["labels"] = list(self.labels)
+            return out
+        if self.type == "datetime":
+            v = self.values[~miss]
+            if not len(v):
+                return {"min": None, "max": None}
+            return {"min": _iso(v.min()), "max": _iso(v.max())}
         counts = np.bincount(self.values[~miss], minlength=len(self.categories))
         order = np.argsort(-counts, kind="stable")[:5]
         return {
@@ -65,7 +76,9 @@ class Column:
         }
 
     def as_model_input(self) -> np.ndarray:
-        """The form core.preprocessing expects: floats, or object str/None for categorical."""
+        """The form core.preprocessing expects: floats, datetime64, or object str/None for categorical."""
+        if self.type == "datetime":
+            return np.asarray(self.values, dtype="datetime64[us]")
         if self.type != "categorical":
             return np.asarray(self.values, dtype=np.float64)
         cats = np.empty(len(self.categories) + 1, dtype=object)
@@ -79,8 +92,48 @@ class Column:
             return [None if math.isnan(v) else (int(v) if v.is_integer() and abs(v) < 2**53 else float(v))
                     for v in vals.tolist()]
         if self.type == "boolean":
+            if self.labels:
+                return [None if math.isnan(v) else self.labels[int(v)] for v in vals.tolist()]
             return [None if math.isnan(v) else bool(v) for v in vals.tolist()]
+        if self.type == "datetime":
+            return [None if np.isnat(v) else _iso(v) for v in vals]
         return [None if c < 0 else self.categories[c] for c in vals.tolist()]
+
+    def to_arrow(self, *, text: bool = False):
+        """The column as an Arrow array (``text``: datetimes as ISO strings, for CSV)."""
+        import pyarrow as pa
+
+        miss = self.missing
+        if self.type == "numeric":
+            v = self.values
+            present = v[~miss]
+            if present.size and np.all(np.mod(present, 1) == 0) and np.all(np.abs(present) < 2**53):
+                return pa.array(np.where(miss, 0, v).astype(np.int64), mask=miss)
+            return pa.array(v, mask=miss)
+        if self.type == "boolean":
+            if self.labels:
+                lab = np.asarray(self.labels, dtype=object)
+                return pa.array(lab[np.where(miss, 0, self.values).astype(np.intp)], type=pa.string(), mask=miss)
+            return pa.array(self.values == 1, mask=miss)
+        if self.type == "datetime":
+            if text:
+                return pa.array(self.python_values(slice(None)), type=pa.string())
+            return pa.array(self.values, type=pa.timestamp("us"))
+        codes = np.where(miss, 0, self.values).astype(np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=miss), pa.array(self.categories, pa.string()))
+
+
+def _iso(v) -> str:
+    s = np.datetime_as_string(np.datetime64(v, "us"), unit="s")
+    return s[:10] if s.endswith("T00:00:00") else s
+
+
+class Table(list):
+    """The parsed columns, plus ``notes`` about what ingestion did (e.g. a dropped pandas index)."""
+
+    def __init__(self, columns=(), notes=()):
+        super().__init__(columns)
+        self.notes: list[str] = list(notes)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,190 +179,24 @@ def check_header(header: Sequence[str], loc) -> list[str]:
     return names
 
 
-# ----------------------------------------------------------------------------------------------
-# chunk-level inference and conversion (text values)
-# ----------------------------------------------------------------------------------------------
-class _Inference:
-    """One column's running type inference over chunks of strings, keeping converted chunks.
+def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
+    """Parse a CSV file (header row required) into typed columns; 422 on any defect."""
+    from .ingest import parse_csv_file as parse
 
-    A column is numeric while every present value parses as a float, boolean while every present
-    value is a true/false token, categorical otherwise.  Converted chunks are kept for the types still
-    possible (floats; 0/1; chunk-local category codes), so the file is parsed once.  A column that
-    stops being numeric or boolean after some chunks is re-read in a second pass (``needs_reread``).
-    """
-
-    def __init__(self, forced: str | None):
-        self.forced = forced
-        self.can_numeric = forced in (None, "numeric")
-        self.can_boolean = forced in (None, "boolean")
-        self.categories: set[str] = set()
-        self.num_chunks: list[np.ndarray] = []
-        self.bool_chunks: list[np.ndarray] = []
-        self.cat_chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (local vocab, local codes)
-        self.needs_reread = False
-
-    def update(self, vals: np.ndarray, missing: np.ndarray) -> None:
-        present = vals[~missing]
-        n_chunks_before = len(self.num_chunks) + len(self.bool_chunks) + len(self.cat_chunks)
-        if self.can_numeric:
-            try:
-                f = present.astype(np.float64)
-            except ValueError:
-                self.can_numeric = False
-                self.num_chunks = []
-            else:
-                if np.isinf(f).any():
-                    bad = present[np.isinf(f)][0]
-                    raise Invalid(f"a numeric value is infinite ({bad!r}); use a finite number or leave it empty")
-                out = np.full(len(vals), np.nan)
-                out[~missing] = f
-                self.num_chunks.append(out)
-        if self.can_boolean:
-            if np.isin(present, TRUE_TOKENS + FALSE_TOKENS).all():
-                out = np.full(len(vals), np.nan)
-                out[~missing] = np.isin(present, TRUE_TOKENS)
-                self.bool_chunks.append(out)
-            else:
-                self.can_boolean = False
-                self.bool_chunks = []
-        if not self.can_numeric and not self.can_boolean:
-            if n_chunks_before and not self.cat_chunks and self.forced is None:
-                self.needs_reread = True  # earlier chunks were kept as numbers or booleans only
-            if not self.needs_reread:
-                vocab, codes = np.unique(present, return_inverse=True)
-                local = np.full(len(vals), -1, dtype=np.int32)
-                local[~missing] = codes
-                self.cat_chunks.append((vocab, local))
-            self.categories.update(np.unique(present).tolist() if self.needs_reread else vocab.tolist())
-
-    def final_type(self, name: str) -> str:
-        if self.forced == "numeric" and not self.can_numeric:
-            raise invalid(["types", name], f"column {name!r} was declared numeric but holds non-numeric text")
-        if self.forced == "boolean" and not self.can_boolean:
-            raise invalid(["types", name], f"column {name!r} was declared boolean but holds values other than "
-                          "true/false/yes/no")
-        if self.forced:
-            return self.forced
-        if self.can_numeric:
-            return "numeric"
-        if self.can_boolean:
-            return "boolean"
-        return "categorical"
-
-    def values(self, typ: str, cats: list[str]) -> np.ndarray:
-        if typ == "numeric":
-            return np.concatenate(self.num_chunks)
-        if typ == "boolean":
-            return np.concatenate(self.bool_chunks)
-        index = np.array(cats, dtype=str)
-        parts = []
-        for vocab, local in self.cat_chunks:
-            remap = np.searchsorted(index, vocab).astype(np.int32) if len(vocab) else np.zeros(0, np.int32)
-            part = np.full(len(local), -1, dtype=np.int32)
-            ok = local >= 0
-            part[ok] = remap[local[ok]]
-            parts.append(part)
-        return np.concatenate(parts)
+    return parse(path, forced_types)
 
 
-def _chunk_arrays(rows: list[list[str]], width: int) -> list[np.ndarray]:
-    cols = list(zip(*rows, strict=True)) if rows else [() for _ in range(width)]
-    return [np.array(c, dtype=str) for c in cols]
+def parse_parquet_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
+    """Parse a Parquet file into typed columns; 422 when it is not Parquet or holds unsupported types."""
+    from .ingest import parse_parquet_file as parse
+
+    return parse(path, forced_types)
 
 
-def _missing_mask(vals: np.ndarray) -> np.ndarray:
-    stripped = np.char.strip(vals) if vals.size and vals.dtype.itemsize <= 64 else vals
-    return np.isin(stripped, MISSING_TOKENS)
+def to_arrow_table(columns: Sequence[Column], *, text: bool = False):
+    import pyarrow as pa
 
-
-# ----------------------------------------------------------------------------------------------
-# CSV
-# ----------------------------------------------------------------------------------------------
-def _csv_rows(path, width_holder: list) -> Iterator[tuple[int, list[str]]]:
-    try:
-        fh = open(path, encoding="utf-8-sig", newline="")
-    except OSError as exc:  # pragma: no cover
-        raise Invalid(f"cannot read the uploaded file: {exc}") from None
-    with fh:
-        reader = csv.reader(fh)
-        try:
-            for row in reader:
-                yield reader.line_num, row
-        except UnicodeDecodeError as exc:
-            raise invalid(["body"], f"the CSV is not valid UTF-8 (byte offset {exc.start} of a block near line "
-                          f"{reader.line_num + 1}); re-encode the file as UTF-8") from None
-        except csv.Error as exc:
-            raise invalid(["body"], f"malformed CSV near line {reader.line_num}: {exc}") from None
-
-
-def _chunks(path, header_len: int) -> Iterator[list[list[str]]]:
-    rows_iter = _csv_rows(path, [])
-    next(rows_iter)  # header
-    chunk: list[list[str]] = []
-    for line, row in rows_iter:
-        if not row:  # blank line
-            continue
-        if len(row) != header_len:
-            raise invalid(["body"], f"row at line {line} has {len(row)} fields, but the header has {header_len}")
-        chunk.append(row)
-        if len(chunk) >= CHUNK_ROWS:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> list[Column]:
-    """Parse a CSV file (header row required) into typed columns; 422 on any defect.
-
-    One pass in chunks of rows; only columns whose type changed part-way (numbers, then text) are
-    read a second time.
-    """
-    forced_types = dict(forced_types or {})
-    rows_iter = _csv_rows(path, [])
-    try:
-        _, header = next(rows_iter)
-    except StopIteration:
-        raise invalid(["body"], "the CSV is empty; it needs a header row and at least one data row") from None
-    rows_iter.close()
-    names = check_header(header, ["body", "header"])
-    check_forced(forced_types, names, ["query", "types"])
-    width = len(names)
-    inf = [_Inference(forced_types.get(n)) for n in names]
-    for j, n in enumerate(names):  # a forced categorical column never tries the other types
-        if forced_types.get(n) == "categorical":
-            inf[j].can_numeric = inf[j].can_boolean = False
-    n_rows = 0
-    for chunk in _chunks(path, width):
-        n_rows += len(chunk)
-        for j, vals in enumerate(_chunk_arrays(chunk, width)):
-            try:
-                inf[j].update(vals, _missing_mask(vals))
-            except Invalid as exc:
-                raise invalid(["body", names[j]], f"column {names[j]!r}: {exc.detail}") from None
-    if n_rows == 0:
-        raise invalid(["body"], "the CSV has a header but no data rows")
-    types = [inf[j].final_type(n) for j, n in enumerate(names)]
-    reread = [j for j in range(width) if types[j] == "categorical" and inf[j].needs_reread]
-    if reread:
-        for j in reread:
-            inf[j].cat_chunks = []
-            inf[j].categories = set()
-        for chunk in _chunks(path, width):
-            arrays = _chunk_arrays(chunk, width)
-            for j in reread:
-                vals = arrays[j]
-                missing = _missing_mask(vals)
-                vocab, codes = np.unique(vals[~missing], return_inverse=True)
-                local = np.full(len(vals), -1, dtype=np.int32)
-                local[~missing] = codes
-                inf[j].cat_chunks.append((vocab, local))
-                inf[j].categories.update(vocab.tolist())
-    out = []
-    for j, n in enumerate(names):
-        cats = sorted(inf[j].categories) if types[j] == "categorical" else []
-        out.append(Column(n, types[j], inf[j].values(types[j], cats), cats))
-    return out
+    return pa.table({c.name: c.to_arrow(text=text) for c in columns})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,7 +215,7 @@ def _json_cell_type(v) -> str | None:
 
 
 def parse_json_table(columns: Sequence[str], rows: Sequence[Sequence], forced_types: Mapping[str, str] | None,
-                     loc: Sequence = ("body",)) -> list[Column]:
+                     loc: Sequence = ("body",)) -> Table:
     """Typed columns from JSON ``columns`` + ``rows`` (numbers, strings, booleans, null)."""
     loc = list(loc)
     names = check_header(columns, [*loc, "columns"])
@@ -342,18 +229,21 @@ def parse_json_table(columns: Sequence[str], rows: Sequence[Sequence], forced_ty
             raise invalid([*loc, "rows", i], "each row must be a list of values")
         if len(r) != width:
             raise invalid([*loc, "rows", i], f"row {i} has {len(r)} values, but there are {width} columns")
-    out = []
+    out = Table()
     for j, name in enumerate(names):
         vals = [r[j] for r in rows]
         kinds = {_json_cell_type(v) for v in vals} - {None}
         if "invalid" in kinds:
-            bad = next(v for v in vals if _json_cell_type(v) == "invalid")
-            raise invalid([*loc, "rows", name], f"column {name!r} holds a value that is not a number, string, "
-                          f"boolean or null: {bad!r}")
+            i = next(i for i, v in enumerate(vals) if _json_cell_type(v) == "invalid")
+            raise invalid([*loc, "rows", i, name], f"column {name!r} holds a value that is not a number, string, "
+                          f"boolean or null: {vals[i]!r}")
         forced = forced_types.get(name)
         typ = forced or ("numeric" if kinds <= {"numeric"} else "boolean" if kinds == {"boolean"} else "categorical")
         if not kinds and not forced:
             typ = "numeric"
+        if typ == "categorical" and not forced and kinds == {"text"} and all(
+                v is None or _ISO_RE.match(v) for v in vals):
+            typ = "datetime"
         out.append(_json_column(name, typ, vals, [*loc, "rows"]))
     return out
 
@@ -374,10 +264,10 @@ def _json_column(name, typ, vals, loc) -> Column:
                 try:
                     v = float(s)
                 except ValueError:
-                    raise invalid([*loc, name], f"column {name!r} is numeric but row {i} holds text {v!r}") from None
+                    raise invalid([*loc, i, name], f"column {name!r} is numeric but row {i} holds text {v!r}") from None
             fv = float(v)
             if not math.isfinite(fv):
-                raise invalid([*loc, name], f"column {name!r} row {i} is not a finite number")
+                raise invalid([*loc, i, name], f"column {name!r} row {i} is not a finite number")
             arr[i] = fv
         return Column(name, "numeric", arr)
     if typ == "boolean":
@@ -390,8 +280,17 @@ def _json_column(name, typ, vals, loc) -> Column:
             elif isinstance(v, str) and v in TRUE_TOKENS + FALSE_TOKENS:
                 arr[i] = 1.0 if v in TRUE_TOKENS else 0.0
             else:
-                raise invalid([*loc, name], f"column {name!r} is boolean but row {i} holds {v!r}")
+                raise invalid([*loc, i, name], f"column {name!r} is boolean but row {i} holds {v!r}")
         return Column(name, "boolean", arr)
+    if typ == "datetime":
+        for i, v in enumerate(vals):
+            if v is not None and not isinstance(v, str):
+                raise invalid([*loc, i, name], f"column {name!r} is datetime but row {i} holds {v!r}; send ISO "
+                              "8601 text such as 2024-05-01 or 2024-05-01T13:45:00Z")
+        try:
+            return Column(name, "datetime", to_datetime64(np.asarray(vals, dtype=object)))
+        except ValueError as exc:
+            raise invalid([*loc, name], f"column {name!r} is datetime but {exc}") from None
     strs = [None if v is None else _cat_str(v) for v in vals]
     cats = sorted({s for s in strs if s is not None})
     index = {c: k for k, c in enumerate(cats)}
@@ -407,9 +306,5 @@ def _cat_str(v) -> str:
     return str(v)
 
 
-def csv_bytes_to_file(data: bytes, path) -> None:  # small helper for tests and inline uploads
-    with open(path, "wb") as fh:
-        fh.write(data)
-
-
-__all__ = ["Column", "TYPES", "parse_csv_file", "parse_json_table", "parse_types_query", "io"]
+__all__ = ["Column", "Table", "TYPES", "parse_csv_file", "parse_parquet_file", "parse_json_table",
+           "parse_types_query", "to_arrow_table"]

@@ -22,7 +22,7 @@ from core.model_selection import KFold, StratifiedKFold, train_test_split_indice
 from core.params import ParamError, validate_params
 from core.preprocessing import TablePreprocessor
 
-from ..errors import invalid
+from ..errors import Invalid, invalid
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
 from . import datasets as ds
@@ -100,12 +100,34 @@ def _select(record_columns: list[dict], target: str | None, features: list[str] 
     return chosen, target_col
 
 
-def _check_target(target_col: dict, task: str, n_rows: int) -> None:
+IDENTIFIER_MIN_CATEGORIES = 20
+IDENTIFIER_RATIO = 0.5
+
+
+def identifier_like(col: dict, n_rows: int) -> bool:
+    """A categorical column with about one category per row (a name, an id): useless and harmful as a feature.
+
+    Threshold: at least IDENTIFIER_MIN_CATEGORIES categories and more than IDENTIFIER_RATIO of the rows
+    where it is present (docs/decisions/training-defaults.md).
+    """
+    if col["type"] != "categorical":
+        return False
+    k = int((col.get("summary") or {}).get("n_categories", 0))
+    present = n_rows - int(col.get("n_missing", 0))
+    return k >= IDENTIFIER_MIN_CATEGORIES and k > IDENTIFIER_RATIO * present
+
+
+def _check_target(target_col: dict, task: str, n_rows: int, distinct: int | None = None,
+                  max_numeric_classes: int = 50) -> None:
     name = target_col["name"]
     if target_col["n_missing"] >= n_rows:
         raise invalid(["body", "target"], f"target column {name!r} has no values")
+    if target_col["type"] == "datetime":
+        raise invalid(["body", "target"], f"target column {name!r} holds dates; a {task} target must be "
+                      f"{'numeric' if task == 'regression' else 'labels'}")
     if task == "regression" and target_col["type"] == "categorical":
-        raise invalid(["body", "target"], f"target column {name!r} is categorical; a regressor needs a numeric target")
+        raise invalid(["body", "target"], f"target column {name!r} is categorical (text); a regressor needs a "
+                      "numeric target: use a classifier, or force the column numeric")
     if task == "classification":
         s = target_col["summary"]
         if target_col["type"] == "categorical":
@@ -114,22 +136,100 @@ def _check_target(target_col: dict, task: str, n_rows: int) -> None:
             n_classes = int(s.get("true", 0) > 0) + int(s.get("false", 0) > 0)
         else:
             n_classes = 2 if s.get("min") is not None and s["min"] != s["max"] else 1
+            if distinct is not None:
+                n_classes = distinct
+                present = n_rows - int(target_col["n_missing"])
+                if distinct > max_numeric_classes and distinct > 0.2 * present:
+                    raise invalid(["body", "target"],
+                                  f"target column {name!r} holds {distinct} distinct numbers over {present} rows: "
+                                  "it looks continuous; use a regressor (e.g. random_forest_regressor), or force "
+                                  "the column categorical if these really are classes")
         if n_classes < 2:
             raise invalid(["body", "target"],
                           f"target column {name!r} has a single class; a classifier needs at least two")
 
 
-def _check_validation(validation: dict | None, task: str) -> dict:
-    v = dict(validation or {})
+def _check_validation(validation: dict | None, task: str, by_name: dict, n_rows: int) -> dict:
+    v = {k: val for k, val in dict(validation or {}).items() if val is not None}
     if v.get("holdout") is not None and v.get("cv") is not None:
         raise invalid(["body", "validation"], "give either holdout or cv, not both")
+    if v.get("holdout") == 0:
+        v.pop("holdout")
+    if v.get("refit") and not v.get("holdout"):
+        raise invalid(["body", "validation", "refit"], "refit applies to a holdout (without one the model is "
+                      "fitted on every row already)")
+    tc = v.get("time_column")
+    if tc is not None:
+        if not v.get("holdout"):
+            raise invalid(["body", "validation", "time_column"], "a time-ordered split needs a holdout fraction")
+        if tc not in by_name:
+            raise invalid(["body", "validation", "time_column"], f"column {tc!r} is not in the dataset")
+        col = by_name[tc]
+        if col["type"] not in ("datetime", "numeric"):
+            raise invalid(["body", "validation", "time_column"], f"column {tc!r} is {col['type']}; a time column "
+                          "must be a datetime (or numeric) column")
+        if col["n_missing"]:
+            raise invalid(["body", "validation", "time_column"], f"column {tc!r} has {col['n_missing']} missing "
+                          "values; rows without a time cannot be ordered")
     if task not in SUPERVISED and task != "clustering" and v:
         # decomposition/density: validation metrics are still computed on a hold-out when asked
         pass
     return v
 
 
-def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) -> tuple[dict, str]:
+def _check_preprocessing(pre: dict | None, cls, by_name: dict, target: str | None) -> dict:
+    pre = dict(pre or {})
+    drop = list(pre.get("drop") or [])
+    for i, c in enumerate(drop):
+        if c not in by_name:
+            raise invalid(["body", "preprocessing", "drop", i], f"column {c!r} is not in the dataset")
+        if c == target:
+            raise invalid(["body", "preprocessing", "drop", i], f"{c!r} is the target; it cannot be dropped")
+    if pre.get("encode") == "native" and not cls.native_categorical:
+        raise invalid(["body", "preprocessing", "encode"], f"{cls.name} does not split on categories natively; "
+                      "use encode: onehot")
+    scale = pre.get("scale") or ("standard" if cls.needs_scaling else "none")
+    return {"impute": pre.get("impute") or "mean", "scale": scale,
+            "encode": pre.get("encode") or ("native" if cls.native_categorical else "onehot"), "drop": drop}
+
+
+def _check_positive_label(label, task: str, target_col: dict | None, distinct_values: list | None):
+    if label is None:
+        return None
+    if task != "classification":
+        raise invalid(["body", "positive_label"], "positive_label applies to classifiers")
+    if target_col["type"] == "categorical":
+        values = (target_col.get("categories") or [t["value"] for t in target_col["summary"].get("top", [])])
+    elif target_col["type"] == "boolean":
+        values = target_col["summary"].get("labels") or [False, True]
+    else:
+        values = distinct_values or []
+    if len(values) != 2 and target_col["type"] != "categorical":
+        raise invalid(["body", "positive_label"], f"positive_label applies to two classes; the target has "
+                      f"{len(values)}")
+    if target_col["type"] == "categorical" and int(target_col["summary"].get("n_categories", 0)) != 2:
+        raise invalid(["body", "positive_label"], "positive_label applies to two classes; the target has "
+                      f"{target_col['summary'].get('n_categories')}")
+    for v in values:
+        if v == label or str(v) == str(label) or (isinstance(v, bool) and str(v).lower() == str(label).lower()):
+            return v
+    raise invalid(["body", "positive_label"], f"{label!r} is not a class of the target (classes: "
+                  f"{', '.join(map(str, values))})")
+
+
+def _distinct_numbers(art: ArtifactStore, record: dict | None, cols, name: str) -> list:
+    if cols is not None:
+        col = next(c for c in cols if c.name == name)
+    else:
+        col = ds.load_columns(art, record["id"], [name])[0]
+    v = np.asarray(col.values, dtype=np.float64)
+    u = np.unique(v[~np.isnan(v)])
+    return [int(x) if float(x).is_integer() else float(x) for x in u[:1000].tolist()] if u.size <= 1000 else \
+        list(range(int(u.size)))
+
+
+def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
+                 max_numeric_classes: int = 50) -> tuple[dict, str]:
     """Validate and enqueue a training job.  Returns (job record, model id)."""
     cls = resolve_algorithm(req["algorithm"])
     params = validate_algorithm_params(cls, req.get("params"))
@@ -147,10 +247,43 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
         cols = None
     record_columns = record["columns"] if record else [c.schema() for c in cols]
     n_rows = record["n_rows"] if record else len(cols[0].values)
+    by_name = {c["name"]: c for c in record_columns}
+    preprocessing = _check_preprocessing(req.get("preprocessing"), cls, by_name, req.get("target"))
+    notes: list[str] = []
     features, target_col = _select(record_columns, req.get("target"), req.get("features"), cls.task)
+    if req.get("features") is None:
+        kept = []
+        for f in features:
+            if f["name"] in preprocessing["drop"]:
+                continue
+            if identifier_like(f, n_rows):
+                k = f["summary"]["n_categories"]
+                notes.append(f"column {f['name']!r} was not used as a feature: {k} distinct values over "
+                             f"{n_rows - f['n_missing']} rows look like an identifier (name it in features to use it)")
+                continue
+            kept.append(f)
+        if not kept:
+            raise invalid(["body", "features"], "no feature column is left (dropped or identifier-like: "
+                          f"{', '.join(f['name'] for f in features)}); name the features to use")
+        features = kept
+    else:
+        clash = [f["name"] for f in features if f["name"] in preprocessing["drop"]]
+        if clash:
+            raise invalid(["body", "preprocessing", "drop"], f"column {clash[0]!r} is both a feature and dropped")
+    distinct = None
     if target_col is not None:
-        _check_target(target_col, cls.task, n_rows)
-    validation = _check_validation(req.get("validation"), cls.task)
+        if cls.task == "classification" and target_col["type"] == "numeric":
+            distinct = _distinct_numbers(art, record, cols, target_col["name"])
+        _check_target(target_col, cls.task, n_rows, None if distinct is None else len(distinct),
+                      max_numeric_classes)
+    target_info = dict(target_col or {})
+    if target_col is not None and target_col["type"] == "categorical" and cols is None:
+        target_info["categories"] = art.read_dataset_schema(record["id"])["columns"][
+            [c["name"] for c in record_columns].index(target_col["name"])].get("categories")
+    elif target_col is not None and cols is not None and target_col["type"] == "categorical":
+        target_info["categories"] = next(c for c in cols if c.name == target_col["name"]).categories
+    positive = _check_positive_label(req.get("positive_label"), cls.task, target_info or None, distinct)
+    validation = _check_validation(req.get("validation"), cls.task, by_name, n_rows)
     if n_rows < 2:
         raise invalid(["body", "dataset_id"], "the dataset needs at least two rows to train on")
     if cols is not None:  # inline data becomes a dataset so that any worker can load it
@@ -162,7 +295,8 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
     payload = {
         "algorithm": cls.name, "params": _jsonable_params(params), "dataset_id": record["id"],
         "target": target_col["name"] if target_col else None, "features": [f["name"] for f in features],
-        "validation": validation, "model_id": model_id,
+        "validation": validation, "model_id": model_id, "preprocessing": preprocessing, "notes": notes,
+        "positive_label": positive,
     }
     job = {"id": job_id, "kind": "train", "status": "queued", "progress": 0.0, "message": "queued",
            "payload": payload, "model_id": model_id, "cancel_requested": False, "created_at": now,
@@ -170,7 +304,8 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
     model = {"id": model_id, "name": req.get("name") or model_id, "algorithm": cls.name, "task": cls.task,
              "params": payload["params"], "status": "training", "job_id": job_id, "dataset_id": record["id"],
              "features": [{"name": f["name"], "type": f["type"]} for f in features],
-             "target": payload["target"], "classes": None, "metrics": {}, "size_bytes": 0, "created_at": now}
+             "target": payload["target"], "classes": None, "metrics": {}, "size_bytes": 0, "created_at": now,
+             "notes": notes, "preprocessing": preprocessing}
     meta.insert_job_and_model(job, model)
     try:
         enqueue(job_id)
@@ -256,6 +391,10 @@ def _target_values(col: Column, task: str) -> tuple[np.ndarray, np.ndarray]:
         y[present] = cats[col.values[present]]
         return y, present
     if col.type == "boolean":
+        if col.labels:  # a yes/no column: the labels as uploaded
+            y = np.empty(len(col.values), dtype=object)
+            y[present] = np.asarray(col.labels, dtype=object)[col.values[present].astype(np.intp)]
+            return y, present
         y = np.zeros(len(col.values), dtype=bool)
         y[present] = col.values[present] == 1
         return y, present
@@ -267,9 +406,18 @@ def _target_values(col: Column, task: str) -> tuple[np.ndarray, np.ndarray]:
     return v, present
 
 
-def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id):
-    pre = TablePreprocessor(scale=bool(cls.needs_scaling), native_missing=bool(cls.native_missing),
-                            native_categorical=bool(cls.native_categorical))
+def make_preprocessor(cls, options: dict | None) -> TablePreprocessor:
+    """The TablePreprocessor of a training request's ``preprocessing`` (defaults: the algorithm's needs)."""
+    o = options or {}
+    scale = o.get("scale") or ("standard" if cls.needs_scaling else "none")
+    encode = o.get("encode") or ("native" if cls.native_categorical else "onehot")
+    return TablePreprocessor(scale=scale != "none", scale_method=scale if scale != "none" else "standard",
+                             impute=o.get("impute") or "mean", native_missing=bool(cls.native_missing),
+                             native_categorical=encode == "native" and bool(cls.native_categorical))
+
+
+def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None):
+    pre = make_preprocessor(cls, options)
     types = {f["name"]: f["type"] for f in features}
     cols_sub = {k: v[idx] for k, v in columns.items()}
     pre.fit(cols_sub, types)
@@ -283,7 +431,8 @@ def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id):
     classes = np.asarray(est.classes_).tolist() if cls.task == "classification" else None
     bundle = ModelBundle(model_id=model_id, algorithm=cls.name, task=cls.task, params=params, features=feats,
                          target=target, classes=classes, preprocessor=pre, estimator=est,
-                         core_version=core.__version__)
+                         core_version=core.__version__,
+                         extra={"positive_label": positive, "preprocessing": options})
     return bundle, X
 
 
@@ -294,8 +443,14 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
     if cls.task == rl.TASK:
         return run_train_rl(meta, art, job, ctx)
     params = validate_params(cls.params, p["params"])
+    validation = p.get("validation") or {}
+    options = p.get("preprocessing")
+    positive = p.get("positive_label")
+    notes = list(p.get("notes") or [])
+    time_column = validation.get("time_column")
     names = list(p["features"]) + ([p["target"]] if p["target"] else [])
-    cols = {c.name: c for c in ds.load_columns(art, p["dataset_id"], names, mmap=False)}
+    loaded = names + ([time_column] if time_column and time_column not in names else [])
+    cols = {c.name: c for c in ds.load_columns(art, p["dataset_id"], loaded, mmap=False)}
     features = [{"name": n, "type": cols[n].type} for n in p["features"]]
     columns = {n: cols[n].as_model_input() for n in p["features"]}
     n = len(next(iter(columns.values())))
@@ -306,55 +461,80 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
         y, present = _target_values(cols[p["target"]], cls.task)
         dropped = int((~present).sum())
         rows = rows[present]
-    validation = p.get("validation") or {}
     holdout = validation.get("holdout")
-    if holdout is None and validation.get("cv") is None and cls.task in SUPERVISED and len(rows) >= 10:
-        holdout = 0.2  # default: a stratified 20% hold-out, so every model has validation metrics
     seed = validation.get("random_state", 0)
     stratify = validation.get("stratify", True) and cls.task == "classification"
     result: dict[str, Any] = {"model_id": p["model_id"], "n_rows_used": int(len(rows))}
     if dropped:
         result["n_rows_dropped_missing_target"] = dropped
+        notes.append(f"{dropped} rows without a target value were left out")
     metrics: dict[str, Any] = {}
+
+    def fit(idx, c):
+        return _fit_bundle(cls, params, features, p["target"], columns, y, idx, c, p["model_id"], options,
+                           positive)
+
+    def measure(b, idx, X=None):
+        X = b.matrix({kk: v[idx] for kk, v in columns.items()}) if X is None else X
+        return evaluate_matrix(b, X, None if y is None else y[idx], include_curves=False)["metrics"]
+
     if validation.get("cv"):
         k = int(validation["cv"])
         splitter = (StratifiedKFold(k, shuffle=True, random_state=seed) if stratify
                     else KFold(k, shuffle=True, random_state=seed))
         fold_metrics = []
         for i, (tr, te) in enumerate(splitter.split(rows, None if y is None else y[rows])):
-            sub = ctx.child(i / (k + 1), (i + 1) / (k + 1))
-            b, _ = _fit_bundle(cls, params, features, p["target"], columns, y, rows[tr], sub, p["model_id"])
-            Xte = b.matrix({kk: v[rows[te]] for kk, v in columns.items()})
-            fold_metrics.append(evaluate_matrix(b, Xte, None if y is None else y[rows[te]],
-                                                include_curves=False)["metrics"])
+            b, _ = fit(rows[tr], ctx.child(i / (k + 1), (i + 1) / (k + 1)))
+            fold_metrics.append(measure(b, rows[te]))
         metrics["validation"] = _mean_metrics(fold_metrics)
         metrics["validation"]["folds"] = k
-        train_idx = rows
-        final_ctx = ctx.child(k / (k + 1), 1.0)
+        bundle, Xtr = fit(rows, ctx.child(k / (k + 1), 1.0))
+        metrics["training"] = measure(bundle, rows, Xtr)
     elif holdout:
-        tr, te = train_test_split_indices(len(rows), float(holdout),
-                                          stratify=(y[rows] if stratify and y is not None else None),
-                                          random_state=seed)
+        if time_column:
+            t = cols[time_column].values[rows]
+            order = np.argsort(t.astype("datetime64[us]").astype(np.int64) if t.dtype.kind == "M" else t,
+                               kind="stable")
+            n_test = max(1, int(round(len(rows) * float(holdout))))
+            if n_test >= len(rows):
+                raise Invalid(f"a holdout of {holdout} leaves no rows to train on")
+            tr, te = order[:-n_test], order[-n_test:]
+        else:
+            tr, te = train_test_split_indices(len(rows), float(holdout),
+                                              stratify=(y[rows] if stratify and y is not None else None),
+                                              random_state=seed)
         train_idx, test_idx = rows[tr], rows[te]
-        final_ctx = ctx
-    else:
-        train_idx, test_idx = rows, None
-        final_ctx = ctx
-    bundle, Xtr = _fit_bundle(cls, params, features, p["target"], columns, y, train_idx, final_ctx, p["model_id"])
-    metrics["training"] = evaluate_matrix(bundle, Xtr, None if y is None else y[train_idx],
-                                          include_curves=False)["metrics"]
-    if not validation.get("cv") and holdout:
-        Xte = bundle.matrix({kk: v[test_idx] for kk, v in columns.items()})
-        metrics["validation"] = evaluate_matrix(bundle, Xte, None if y is None else y[test_idx],
-                                                include_curves=False)["metrics"]
+        refit = bool(validation.get("refit"))
+        bundle, Xtr = fit(train_idx, ctx.child(0.0, 0.5) if refit else ctx)
+        metrics["validation"] = measure(bundle, test_idx)
         metrics["validation"]["holdout"] = float(holdout)
+        if time_column:
+            metrics["validation"]["time_column"] = time_column
+        if refit:
+            bundle, Xtr = fit(rows, ctx.child(0.5, 1.0))
+            metrics["training"] = measure(bundle, rows, Xtr)
+            notes.append(f"validation metrics come from a model fitted on {len(train_idx)} rows; the saved model "
+                         f"was refitted on all {len(rows)} rows (refit: true)")
+        else:
+            metrics["training"] = measure(bundle, train_idx, Xtr)
+            notes.append(f"the model was fitted on {len(train_idx)} rows; {len(test_idx)} rows were held out for "
+                         "validation (set validation.refit to fit the saved model on every row)")
+    else:
+        bundle, Xtr = fit(rows, ctx)
+        metrics["training"] = measure(bundle, rows, Xtr)
+        if cls.task in SUPERVISED:
+            notes.append(f"no validation was requested: the model was fitted on all {len(rows)} rows and "
+                         "metrics.training is measured on those same rows (optimistic); ask for "
+                         "validation.holdout or validation.cv for an honest estimate")
     ctx.check_cancelled()
     staged, size = art.stage_bundle(p["model_id"], bundle)
     result["metrics"] = metrics
+    result["notes"] = notes
     from .explain import model_insight
 
     return Outcome(result, model={"metrics": metrics, "features": bundle.features, "classes": bundle.classes,
-                                  "size_bytes": size, "insight": model_insight(bundle)}, staged=staged)
+                                  "size_bytes": size, "insight": model_insight(bundle), "notes": notes},
+                   staged=staged)
 
 
 def _mean_metrics(folds: list[dict]) -> dict:

@@ -42,6 +42,7 @@ datasets = Table(
     Column("columns", JSON, nullable=False),
     Column("size_bytes", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("notes", JSON, nullable=True),
 )
 
 models = Table(
@@ -61,6 +62,8 @@ models = Table(
     Column("insight", JSON, nullable=True),  # feature importances / coefficients (GET /v1/models/{id})
     Column("size_bytes", Integer, nullable=False, default=0),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("notes", JSON, nullable=True),
+    Column("preprocessing", JSON, nullable=True),
 )
 
 jobs = Table(

@@ -102,7 +102,8 @@ def test_categorical_and_missing_features_through_the_service(client, name):
             for i, (c, s, lab) in enumerate(zip(colour, size, label, strict=True))]
     ds = client.post("/v1/datasets", json={"columns": ["colour", "size", "label"], "rows": rows}).json()["id"]
     params = registry.get(name)._example_params()
-    mid, job = train(client, algorithm=name, params=params, dataset_id=ds, target="label")
+    mid, job = train(client, algorithm=name, params=params, dataset_id=ds, target="label",
+                     validation={"holdout": 0.2})
     assert job["status"] == "succeeded", job
     model = client.get(f"/v1/models/{mid}").json()
     assert model["features"][0] == {"name": "colour", "type": "categorical", "categories": ["blue", "green", "red"]}

@@ -73,7 +73,7 @@ def test_bad_uploads_are_422_and_store_nothing(client, settings):
     cases = [
         (b"", "empty"),
         (b"a,b\n", "no data rows"),
-        (b"a,b\n1,2\n3\n", "line 3"),
+        (b"a,b\n1,2\n3\n", "has 1 fields, but the header has 2: '3'"),
         (b"a,b\n1,\xff\xfe\n", "UTF-8"),
         (b"a,a\n1,2\n", "duplicate column name 'a'"),
         (b"a,\n1,2\n", "empty name"),
@@ -114,10 +114,11 @@ def test_body_limit_is_413(client):
 
 
 def test_csv_columns_that_change_type_between_chunks(monkeypatch, tmp_path):
-    """A column numeric for the first chunks and textual later is re-read as categorical, whole."""
+    """A column numeric for the first blocks and textual later is re-read as categorical, whole."""
+    import service.services.ingest as ingest
     import service.services.tables as tables
 
-    monkeypatch.setattr(tables, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(ingest, "BLOCK_SIZE", 24)
     path = tmp_path / "t.csv"
     path.write_text("a,b,c,d\n1,x,true,5\n2,y,false,6\n3,x,TRUE,\n4,z,no,7\nfoo,x,true,8\n5,,,9\n")
     cols = {c.name: c for c in tables.parse_csv_file(path)}
