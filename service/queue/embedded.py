@@ -122,6 +122,7 @@ def _worker_main(q, settings_json: str, ready=None, go=None, api_pid: int | None
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     from ..services.training import execute_job  # preloaded by the forkserver: no import cost here
     from ..settings import Settings
+    from . import fanout
     from .runtime import open_stores
 
     settings = Settings.model_validate_json(settings_json)
@@ -131,6 +132,7 @@ def _worker_main(q, settings_json: str, ready=None, go=None, api_pid: int | None
     if go is not None:  # prestarted: the API process creates the stores first
         go.wait()
     meta, art = open_stores(settings)
+    fanout.set_enqueue(q.put)  # model-selection jobs hand their trials to the other workers
     if ready is not None:
         ready.set()  # imports done: this worker starts a job in milliseconds from now on
     while True:
@@ -170,6 +172,9 @@ class EmbeddedQueue:
     def start(self) -> None:
         if self.n == 0:
             self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="orchard-job")
+            from . import fanout
+
+            fanout.set_enqueue(self.enqueue)
             return
         payload = self.settings.model_dump_json()
         if self._adopted is not None:

@@ -27,7 +27,21 @@ def run_job(job_id: str) -> str:
 
     settings = Settings()
     meta, art = _stores(settings)
+    _set_fanout(settings)
     return execute_job(meta, art, job_id, settings.job_poll_interval)
+
+
+def _set_fanout(settings: Settings) -> None:
+    """Model-selection jobs enqueue their trials as RQ jobs of their own (one per trial), on the same queue."""
+    from . import fanout
+
+    if fanout._enqueue is None:
+        from redis import Redis
+        from rq import Queue
+
+        q = Queue(settings.queue_name, connection=Redis.from_url(settings.queue_url))
+        fanout.set_enqueue(lambda jid: q.enqueue("service.queue.rq_backend.run_job", jid, job_id=f"orchard-{jid}",
+                                                 job_timeout=-1, result_ttl=3600, failure_ttl=86400))
 
 
 _STORES: dict = {}

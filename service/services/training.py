@@ -323,7 +323,11 @@ def execute_job(meta: MetadataStore, art: ArtifactStore, job_id: str, poll_inter
         if job["kind"] == "train":
             result = run_train(meta, art, job, ctx)
         else:
-            raise Invalid(f"unknown job kind {job['kind']!r}")
+            from .selection_jobs import RUNNERS  # model selection: cross-validate, compare, tune, ..., trial
+
+            if job["kind"] not in RUNNERS:
+                raise Invalid(f"unknown job kind {job['kind']!r}")
+            result = RUNNERS[job["kind"]](meta, art, job, ctx)
         if meta.cancel_requested(job_id):
             raise FitCancelled("cancelled")
     except FitCancelled:
