@@ -42,7 +42,7 @@ from .selection import (
     summary,
 )
 
-CANDIDATE_ERRORS = (DataError, ParamError, np.linalg.LinAlgError, ArithmeticError)
+CANDIDATE_ERRORS = (DataError, ParamError, np.linalg.LinAlgError, ArithmeticError, ValueError)
 _DATA_KEYS = ("dataset_id", "target", "features", "task", "folds", "stratify", "seed")
 
 
@@ -275,7 +275,8 @@ def _trial_record(res: dict, metric: str, **extra) -> dict:
     s = summary(per) if res and not res.get("error") and None not in per else {"mean": None, "std": None}
     rec = {**extra, "mean": s["mean"], "std": s["std"], "per_fold": per,
            "fit_time": float(np.mean(res["fit_time"])) if res and res.get("fit_time") else None,
-           "worker": res.get("worker") if res else None}
+           "worker": res.get("worker") if res else None,
+           "started": res.get("started") if res else None, "finished": res.get("finished") if res else None}
     if res and res.get("error"):
         rec["error"] = res["error"]
     return rec

@@ -389,7 +389,10 @@ def test_trials_fan_out_over_two_worker_processes(tmp_path):
                                    "target": "species", "folds": 3, "random_state": 0})
         trials = job["result"]["trials"]
         workers = {t["worker"] for t in trials}
-        assert len(workers) == 2, trials  # two pool processes ran trials of this one tune
+        assert len(workers) == 2, trials  # two pool processes ran trials of this one tune...
+        trials = sorted(trials, key=lambda t: t["started"])
+        assert any(b["started"] < a["finished"] and a["worker"] != b["worker"]  # ...at the same time
+                   for i, a in enumerate(trials) for b in trials[i + 1:]), trials
         assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in workers)
         parent_worker = c.app.state.runtime.meta.get_job(job["id"])["worker"]
         assert parent_worker in workers  # the parent ran trials itself while it waited
