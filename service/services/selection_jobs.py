@@ -205,9 +205,42 @@ class Fanout:
         ctx.step(done, len(ids))
         return results
 
+    def run_folds(self, specs: list[dict], n_folds: int, **kw) -> list[dict | None]:
+        """One child per (spec, fold), so the work balances over the workers as finely as scikit-learn's
+        per-fit dispatch; the folds' results are merged back into one result per spec (None when a fold did
+        not run before the deadline)."""
+        flat = [{**spec, "fold_ids": [f]} for spec in specs for f in range(n_folds)]
+        res = self.run(flat, **kw)
+        out: list[dict | None] = []
+        for i in range(len(specs)):
+            parts = res[i * n_folds:(i + 1) * n_folds]
+            out.append(None if any(r is None for r in parts) else _merge(parts))
+        return out
+
     def cancel(self, ids: list[str]) -> None:
         for jid in ids:
             self.meta.request_cancel(jid)
+
+
+def _merge(parts: list[dict]) -> dict:
+    """The results of one candidate's folds (in fold order) as one result."""
+    out: dict[str, Any] = {"index": parts[0].get("index"), "per_fold": {}, "fit_time": [], "n_train": [],
+                           "n_test": [], "started": min(r["started"] for r in parts),
+                           "finished": max(r["finished"] for r in parts),
+                           "runs": [{"worker": r["worker"], "started": r["started"], "finished": r["finished"]}
+                                    for r in parts]}
+    out["worker"] = parts[0]["worker"]
+    out["workers"] = sorted({r["worker"] for r in parts})
+    errors = [r["error"] for r in parts if r.get("error")]
+    if errors:
+        out["error"] = errors[0]
+        return out
+    for key in ("per_fold", "train_per_fold"):
+        if key in parts[0]:
+            out[key] = {m: [v for r in parts for v in r[key][m]] for m in parts[0][key]}
+    for key in ("fit_time", "n_train", "n_test"):
+        out[key] = [v for r in parts for v in r[key]]
+    return out
 
 
 def _refit(meta, art, job: dict, cls, params: dict, ctx, cv_summary: dict) -> str:
@@ -275,7 +308,8 @@ def _trial_record(res: dict, metric: str, **extra) -> dict:
     s = summary(per) if res and not res.get("error") and None not in per else {"mean": None, "std": None}
     rec = {**extra, "mean": s["mean"], "std": s["std"], "per_fold": per,
            "fit_time": float(np.mean(res["fit_time"])) if res and res.get("fit_time") else None,
-           "worker": res.get("worker") if res else None,
+           "worker": res.get("worker") if res else None, "workers": res.get("workers") if res else None,
+           "runs": res.get("runs") if res else None,
            "started": res.get("started") if res else None, "finished": res.get("finished") if res else None}
     if res and res.get("error"):
         rec["error"] = res["error"]
@@ -317,7 +351,7 @@ def run_compare(meta, art, job, ctx) -> dict:
     p = job["payload"]
     metric = p["metric"]
     specs = [{**c, "metrics": [metric], "repeats": p["repeats"]} for c in p["candidates"]]
-    res = Fanout(meta, art, job, ctx).run(specs)
+    res = Fanout(meta, art, job, ctx).run_folds(specs, p["folds"] * p["repeats"])
     for i, r in enumerate(res):
         if r.get("error") or None in r["per_fold"][metric]:
             raise DataError(f"candidate {i} ({p['candidates'][i]['algorithm']}) could not be scored: "
@@ -369,8 +403,8 @@ def run_tune(meta, art, job, ctx) -> dict:
         for it, (_, n_res) in enumerate(sched):
             frac = n_res / len(data.rows)
             span = (1 - refit_share) / len(sched)
-            res = fo.run([{"algorithm": p["algorithm"], "params": cands[c], "metrics": [metric],
-                           "train_fraction": frac, "iteration": it} for c in alive],
+            res = fo.run_folds([{"algorithm": p["algorithm"], "params": cands[c], "metrics": [metric],
+                                 "train_fraction": frac, "iteration": it} for c in alive], p["folds"],
                          lo=it * span, hi=(it + 1) * span)
             recs = [_trial_record(r, metric, index=c, params=cands[c], iteration=it, n_resources=n_res)
                     for c, r in zip(alive, res, strict=True)]
@@ -388,8 +422,8 @@ def run_tune(meta, art, job, ctx) -> dict:
         for r, t in enumerate(trials, start=1):
             t["rank"] = r
     else:
-        res = fo.run([{"algorithm": p["algorithm"], "params": c, "metrics": [metric]} for c in cands],
-                     hi=1 - refit_share)
+        res = fo.run_folds([{"algorithm": p["algorithm"], "params": c, "metrics": [metric]} for c in cands],
+                           p["folds"], hi=1 - refit_share)
         trials = _rank([_trial_record(r, metric, index=i, params=cands[i]) for i, r in enumerate(res)], greater)
     best = trials[0]
     if best["mean"] is None:
@@ -412,9 +446,9 @@ def run_learning_curve(meta, art, job, ctx) -> dict:
     p = job["payload"]
     metric = p["metric"]
     sizes = p["train_sizes"]
-    res = Fanout(meta, art, job, ctx).run([{"algorithm": p["algorithm"], "params": p["params"],
-                                            "metrics": [metric], "train_size": int(m), "train_scores": True}
-                                           for m in sizes])
+    res = Fanout(meta, art, job, ctx).run_folds([{"algorithm": p["algorithm"], "params": p["params"],
+                                                  "metrics": [metric], "train_size": int(m), "train_scores": True}
+                                                 for m in sizes], p["folds"])
     out = {"metric": metric, "greater_is_better": get_scorer(metric).greater_is_better, "train_sizes": sizes,
            "folds": p["folds"], "seed": p["seed"], "train": {"mean": [], "std": [], "per_fold": []},
            "test": {"mean": [], "std": [], "per_fold": []}, "errors": []}
@@ -453,8 +487,9 @@ def run_feature_selection(meta, art, job, ctx) -> dict:
     total = M * (M + 1) // 2 + 1
 
     def score_sets(sets: list[list[str]], done: int) -> list[float | None]:
-        res = fo.run([{"algorithm": p["algorithm"], "params": p["params"], "metrics": [metric],
-                       "use_features": s} for s in sets], lo=done / total, hi=(done + len(sets)) / total)
+        res = fo.run_folds([{"algorithm": p["algorithm"], "params": p["params"], "metrics": [metric],
+                             "use_features": s} for s in sets], p["folds"], lo=done / total,
+                           hi=(done + len(sets)) / total)
         return [summary(_scores(r, metric) or [])["mean"] if r and not r.get("error") else None for r in res]
 
     current = [] if forward else list(names)
@@ -502,7 +537,7 @@ def run_automl(meta, art, job, ctx) -> dict:
     deadline = started + 0.85 * budget
     cands = p["candidates"]
     fo = Fanout(meta, art, job, ctx)
-    res = fo.run([{**c, "metrics": [metric]} for c in cands], hi=0.9, deadline=deadline)
+    res = fo.run_folds([{**c, "metrics": [metric]} for c in cands], p["folds"], hi=0.9, deadline=deadline)
     per_algo: dict[str, dict] = {}
     not_run = []
     for c, r in zip(cands, res, strict=True):

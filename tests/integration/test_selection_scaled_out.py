@@ -37,11 +37,12 @@ def test_tune_trials_run_on_two_rq_workers_at_once(tmp_path, pg_url, redis_url):
             assert r.status_code == 202, r.text
             job = wait_job(api, r.json()["job"]["id"], timeout=240)
             assert job["status"] == "succeeded", job
-            trials = sorted(job["result"]["trials"], key=lambda t: t["started"])
+            runs = sorted((r for t in job["result"]["trials"] for r in t["runs"]), key=lambda r: r["started"])
+            assert len(runs) == 6 * 3  # one RQ job per (candidate, fold)
             # two trials ran at the same time (in different processes): the parent did not loop alone
-            overlapping = [(a, b) for i, a in enumerate(trials) for b in trials[i + 1:]
+            overlapping = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]
                            if b["started"] < a["finished"] and a["worker"] != b["worker"]]
-            assert overlapping, trials
+            assert overlapping, runs
             model = api.get(f"/v1/models/{job['result']['model_id']}").json()
             assert model["status"] == "ready" and model["job_id"] == job["id"]
     finally:

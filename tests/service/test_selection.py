@@ -95,7 +95,7 @@ def test_results_persist_across_a_restart_and_stream_over_sse(settings):
             body = "".join(r.iter_text())
         assert "event: end" in body and '"succeeded"' in body
         trials = c.get("/v1/jobs", params={"kind": "trial"}).json()
-        assert trials["count"] == 3  # one trial per fold...
+        assert trials["count"] == 3  # one trial job per fold...
         assert all(j["kind"] != "trial" for j in c.get("/v1/jobs").json()["data"])  # ...hidden by default
     with TestClient(create_app(settings)) as c:
         again = c.get(f"/v1/jobs/{job['id']}").json()
@@ -387,12 +387,12 @@ def test_trials_fan_out_over_two_worker_processes(tmp_path):
                                    "params": {"n_estimators": 40, "random_state": 0},
                                    "space": {"max_depth": [2, 3, 4, 5, 6, 8]}, "dataset_id": ds,
                                    "target": "species", "folds": 3, "random_state": 0})
-        trials = job["result"]["trials"]
-        workers = {t["worker"] for t in trials}
-        assert len(workers) == 2, trials  # two pool processes ran trials of this one tune...
-        trials = sorted(trials, key=lambda t: t["started"])
+        runs = sorted((r for t in job["result"]["trials"] for r in t["runs"]), key=lambda r: r["started"])
+        assert len(runs) == 6 * 3  # one trial job per (candidate, fold)
+        workers = {r["worker"] for r in runs}
+        assert len(workers) == 2, runs  # two pool processes ran trials of this one tune...
         assert any(b["started"] < a["finished"] and a["worker"] != b["worker"]  # ...at the same time
-                   for i, a in enumerate(trials) for b in trials[i + 1:]), trials
+                   for i, a in enumerate(runs) for b in runs[i + 1:]), runs
         assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in workers)
         parent_worker = c.app.state.runtime.meta.get_job(job["id"])["worker"]
         assert parent_worker in workers  # the parent ran trials itself while it waited
