@@ -194,7 +194,10 @@ class Fanout:
                 if queued:  # nobody else has taken it: run it here (the claim makes sure it runs once)
                     from .training import execute_job
 
-                    execute_job(self.meta, self.art, min(queued, key=pos.get), 0.2)
+                    # the other workers take children first-in first-out: the parent takes them from the back,
+                    # so that it does not race them for the same child (under a deadline: cheapest first)
+                    pick = min if deadline is not None else max
+                    execute_job(self.meta, self.art, pick(queued, key=pos.get), 0.2)
                 else:
                     time.sleep(self.poll)
         except BaseException:
