@@ -18,3 +18,4 @@ from .. import observability  # noqa: E402,F401 - imported only: no handler, no 
 from ..services import training  # noqa: E402,F401
 from ..settings import Settings  # noqa: E402,F401
 from . import embedded, runtime  # noqa: E402,F401
+from ..services import selection_jobs  # noqa: E402,F401 - model-selection jobs and their trials
