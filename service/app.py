@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from . import __version__
-from .api import algorithms, datasets, health, jobs, models, train, v2
+from .api import algorithms, datasets, health, jobs, models, selection, train, v2
 from .api import metrics as metrics_api
 from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
@@ -189,8 +189,8 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     metrics = Metrics(lambda: app.state.runtime) if settings.metrics else None
     app.state.metrics = metrics
     app.state.on_predict = metrics.on_predict_v2 if metrics else None
-    for r in (health.router, algorithms.router, datasets.router, train.router, jobs.router, models.router,
-              v2.router, metrics_api.router):
+    for r in (health.router, algorithms.router, datasets.router, train.router, selection.router, jobs.router,
+              models.router, v2.router, metrics_api.router):
         app.include_router(r)
     _document_hand_parsed_bodies(app)
     recorder = RequestRecorder(metrics, settings.access_log)

@@ -152,6 +152,7 @@ def _worker_main(conn, settings_json: str, api_pid: int | None = None) -> None:
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     from ..services.jobs import execute_job  # preloaded by the forkserver: no import cost here
     from ..settings import Settings
+    from . import fanout
     from .runtime import open_stores
 
     settings = Settings.model_validate_json(settings_json)
@@ -162,6 +163,8 @@ def _worker_main(conn, settings_json: str, api_pid: int | None = None) -> None:
         if conn.recv() != "go":
             return
         meta, art = open_stores(settings)
+        # model-selection jobs hand their trials to the other workers through the dispatcher
+        fanout.set_enqueue(lambda job_id: conn.send(("enqueue", job_id)))
         conn.send("ready")  # imports done: this worker starts a job in milliseconds from now on
         while True:
             job_id = conn.recv()
@@ -203,6 +206,9 @@ class EmbeddedQueue:
     def start(self) -> None:
         if self.n == 0:
             self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="orchard-job")
+            from . import fanout
+
+            fanout.set_enqueue(self.enqueue)
             return
         if self._adopted is not None:
             self._slots, self._starter = self._adopted["slots"], self._adopted["starter"]
@@ -243,6 +249,8 @@ class EmbeddedQueue:
                         slot.ready = True
                     elif msg == "done":
                         slot.job, slot.stale_since = None, None
+                    elif type(msg) is tuple and msg[0] == "enqueue":  # a running job's child (a trial)
+                        self._push(msg[1])
             if self._stop.is_set():
                 return
             for i, slot in enumerate(self._slots):

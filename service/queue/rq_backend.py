@@ -43,6 +43,7 @@ def run_job(job_id: str) -> str:
     settings = Settings()
     meta, art = _stores(settings)
     meta.engine.dispose(close=False)  # a fresh fork: never reuse the parent's pooled connections
+    _set_fanout(settings)
     return execute_job(meta, art, job_id, settings, passthrough=(JobTimeoutException,))
 
 
@@ -63,6 +64,20 @@ def on_rq_failure(job, connection, exc_type, exc_value, tb) -> None:
         lifecycle.fail(meta, record, attempt, "JobTimeout", lifecycle.timeout_message(settings))
     else:
         lifecycle.fail(meta, record, attempt, getattr(exc_type, "__name__", "Error"), f"unexpected error: {exc_value}")
+
+
+def _set_fanout(settings: Settings) -> None:
+    """Model-selection jobs enqueue their trials as RQ jobs of their own (one per trial), on the same queue."""
+    from . import fanout
+
+    if fanout._enqueue is None:
+        from rq import Callback, Queue
+
+        q = Queue(settings.queue_name, connection=redis_client(settings))
+        fanout.set_enqueue(lambda jid: q.enqueue(
+            "service.queue.rq_backend.run_job", jid, job_id=rq_job_id(jid),
+            job_timeout=int(max(1, settings.job_timeout)), result_ttl=3600, failure_ttl=86400,
+            on_failure=Callback(on_rq_failure)))
 
 
 _STORES: dict = {}

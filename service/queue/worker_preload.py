@@ -15,6 +15,6 @@ import core  # noqa: E402,F401 - every algorithm family (fills the registry)
 from core import registry  # noqa: E402,F401
 
 from .. import observability  # noqa: E402,F401 - imported only: no handler, no thread
-from ..services import training  # noqa: E402,F401
+from ..services import selection_jobs, training  # noqa: E402,F401 - training and model-selection jobs
 from ..settings import Settings  # noqa: E402,F401
 from . import embedded, runtime  # noqa: E402,F401

@@ -64,13 +64,23 @@ class Outcome:
     staged: Path | None = None
 
 
+SELECTION_KINDS = ("cross-validate", "compare", "tune", "automl", "learning-curve", "feature-selection", "trial")
+RUNNERS.update({k: f"service.services.selection_jobs:RUNNERS[{k}]" for k in SELECTION_KINDS})
+CURRENT_SETTINGS: list = [None]  # the settings of the job this process runs (a parent runs its children with them)
+
+
 def runner_for(kind: str) -> Callable:
     target = RUNNERS.get(kind)
     if target is None:
         raise Invalid(f"unknown job kind {kind!r}")
     if isinstance(target, str):
         module, name = target.split(":")
+        key = None
+        if name.endswith("]"):  # a table of runners: "module:TABLE[kind]"
+            name, key = name[:-1].split("[")
         target = getattr(importlib.import_module(module), name)
+        if key is not None:
+            target = target[key]
     return target
 
 
@@ -268,6 +278,7 @@ def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tu
     """Claim a queued job and run it to a terminal state; returns the final status (``stale`` when this
     attempt lost the job meanwhile). Exceptions in ``passthrough`` (RQ's job timeout) propagate unhandled."""
     lease = settings.job_lease_timeout
+    CURRENT_SETTINGS[0] = settings
     attempt = claim(meta, job_id, worker_name(), lease)
     if attempt is None:
         job = meta.get_job(job_id)
@@ -309,6 +320,8 @@ def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tu
     keep = False
     try:
         outcome = runner_for(job["kind"])(meta, art, job, ctx)
+        if not isinstance(outcome, Outcome):  # a runner with a result and no model of its own
+            outcome = Outcome(outcome)
         return succeed(meta, art, job, attempt, outcome)
     except passthrough:
         keep = True  # RQ's failure callback, in this process, ends the attempt

@@ -148,8 +148,8 @@ class MetadataStore:
         with self.engine.connect() as conn:
             return _row(conn.execute(select(table).where(table.c.id == id_)).first())
 
-    def _list(self, table: Table, filters: dict, limit: int, offset: int) -> tuple[list[dict], int]:
-        conds = [getattr(table.c, k) == v for k, v in filters.items() if v is not None]
+    def _list(self, table: Table, filters: dict, limit: int, offset: int, extra=()) -> tuple[list[dict], int]:
+        conds = [getattr(table.c, k) == v for k, v in filters.items() if v is not None] + list(extra)
         with self.engine.connect() as conn:
             q = select(table).where(*conds).order_by(table.c.created_at.desc(), table.c.id)
             rows = [_row(r) for r in conn.execute(q.limit(limit).offset(offset))]
@@ -216,7 +216,9 @@ class MetadataStore:
         return self._get(jobs, id_)
 
     def list_jobs(self, limit: int, offset: int, status=None, kind=None):
-        return self._list(jobs, {"status": status, "kind": kind}, limit, offset)
+        # the trials of model-selection jobs are listed only when asked for (kind=trial)
+        return self._list(jobs, {"status": status, "kind": kind}, limit, offset,
+                          extra=() if kind else (jobs.c.kind != "trial",))
 
     def jobs_in(self, statuses: Iterable[str]) -> list[dict]:
         with self.engine.connect() as conn:

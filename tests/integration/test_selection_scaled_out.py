@@ -1,0 +1,59 @@
+"""Scaled-out model selection: a tune's trials are RQ jobs of their own, run by two `orchard worker` processes."""
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+from tests.integration.test_scaled_out import ROOT, pg_url, redis_url  # noqa: F401 - fixtures
+from tests.service.conftest import iris_csv, upload_csv, wait_job
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+def test_tune_trials_run_on_two_rq_workers_at_once(tmp_path, pg_url, redis_url):  # noqa: F811
+    settings = Settings(data_dir=tmp_path / "shared", database_url=pg_url, queue_url=redis_url,
+                        queue_name=f"orchard-test-{uuid.uuid4().hex[:8]}", secret_key="shared-secret")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
+    env.update({"PYTHONPATH": str(ROOT), "ORCHARD_DATABASE_URL": settings.database_url,
+                "ORCHARD_QUEUE_URL": settings.queue_url, "ORCHARD_QUEUE_NAME": settings.queue_name,
+                "ORCHARD_SECRET_KEY": settings.secret_key, "ORCHARD_DATA_DIR": str(settings.data_dir)})
+    workers = [subprocess.Popen([sys.executable, "-m", "service.cli", "worker"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+               for _ in range(2)]
+    try:
+        with TestClient(create_app(settings)) as api:
+            ds = upload_csv(api, iris_csv()).json()["id"]
+            r = api.post("/v1/tune", json={"algorithm": "random_forest_classifier",
+                                           "params": {"n_estimators": 60, "random_state": 0},
+                                           "space": {"max_depth": [2, 3, 4, 5, 6, 8]}, "dataset_id": ds,
+                                           "target": "species", "folds": 3, "random_state": 0})
+            assert r.status_code == 202, r.text
+            job = wait_job(api, r.json()["job"]["id"], timeout=240)
+            assert job["status"] == "succeeded", job
+            runs = sorted((r for t in job["result"]["trials"] for r in t["runs"]), key=lambda r: r["started"])
+            assert len(runs) == 6 * 3  # one RQ job per (candidate, fold)
+            # two trials ran at the same time (in different processes): the parent did not loop alone
+            overlapping = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]
+                           if b["started"] < a["finished"] and a["worker"] != b["worker"]]
+            assert overlapping, runs
+            model = api.get(f"/v1/models/{job['result']['model_id']}").json()
+            assert model["status"] == "ready" and model["job_id"] == job["id"]
+    finally:
+        for w in workers:
+            try:
+                os.killpg(w.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for w in workers:
+            try:
+                w.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(w.pid, signal.SIGKILL)
+                w.wait()

@@ -1,0 +1,400 @@
+"""Model selection over REST: cross-validate, compare, tune, automl, learning-curve, feature-selection.
+
+Parity with scikit-learn on the same fold indices, the t statistics against SciPy and the corrected
+resampled formula, no leakage of the table preprocessing, bad input, cancellation, restart and fan-out.
+"""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from scipy import stats
+
+from service.app import create_app
+from service.services.selection import make_folds
+from service.settings import Settings
+from tests.service.conftest import assert_problem, iris_csv, upload_csv, wait_job
+
+
+def _csv(X, y, names, target="y", missing=None):
+    lines = [",".join([*names, target])]
+    for i, (row, t) in enumerate(zip(X, y, strict=True)):
+        vals = ["" if missing is not None and missing[i, j] else f"{v!r}" for j, v in enumerate(row.tolist())]
+        lines.append(",".join(vals + [str(t)]))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def diabetes_missing():
+    """Diabetes with ~15% of two columns missing (imputation is part of the preprocessing)."""
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    rng = np.random.default_rng(0)
+    miss = np.zeros(X.shape, dtype=bool)
+    miss[:, [0, 2]] = rng.random((X.shape[0], 2)) < 0.15
+    Xm = X.copy()
+    Xm[miss] = np.nan
+    names = [f"x{j}" for j in range(X.shape[1])]
+    return Xm, y, _csv(X, y, names, missing=miss), names
+
+
+def _submit(client, path, body, status=202):
+    r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    return r.json()["job"]
+
+
+def _run(client, path, body, timeout=120):
+    job = wait_job(client, _submit(client, path, body)["id"], timeout=timeout)
+    assert job["status"] == "succeeded", job
+    return job
+
+
+# ------------------------------------------------------------------------------------------------
+# cross-validate: parity and leakage
+# ------------------------------------------------------------------------------------------------
+def test_cross_validate_matches_sklearn_pipeline_and_a_leaky_scaler_would_differ(client, diabetes_missing):
+    from sklearn.impute import SimpleImputer
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import cross_validate
+    from sklearn.neighbors import KNeighborsRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, text, _ = diabetes_missing
+    ds = upload_csv(client, text).json()["id"]
+    job = _run(client, "/v1/cross-validate", {"algorithm": "knn_regressor", "params": {"n_neighbors": 7},
+                                              "dataset_id": ds, "target": "y", "folds": 5, "random_state": 3,
+                                              "metrics": ["r2", "mae"]})
+    res = job["result"]
+    folds = make_folds(y, "regression", 5, True, 3)
+    pipe = make_pipeline(SimpleImputer(), StandardScaler(), KNeighborsRegressor(7))
+    sk = cross_validate(pipe, X, y, cv=folds, scoring={"r2": "r2", "mae": "neg_mean_absolute_error"})
+    assert res["folds"] == 5
+    np.testing.assert_allclose(res["metrics"]["r2"]["per_fold"], sk["test_r2"], rtol=1e-9)
+    np.testing.assert_allclose(res["metrics"]["mae"]["per_fold"], -sk["test_mae"], rtol=1e-9)
+    assert res["metrics"]["r2"]["mean"] == pytest.approx(np.mean(sk["test_r2"]))
+    assert res["metrics"]["r2"]["std"] == pytest.approx(np.std(sk["test_r2"], ddof=1))
+    assert res["greater_is_better"] == {"r2": True, "mae": False}
+    assert len(res["fit_time"]["per_fold"]) == 5
+    # the same model with imputation and scaling fitted on ALL rows (leakage) scores differently
+    Xl = StandardScaler().fit_transform(SimpleImputer().fit_transform(X))
+    leaky = [r2_score(y[te], KNeighborsRegressor(7).fit(Xl[tr], y[tr]).predict(Xl[te])) for tr, te in folds]
+    assert np.max(np.abs(np.asarray(leaky) - res["metrics"]["r2"]["per_fold"])) > 1e-4
+
+
+def test_results_persist_across_a_restart_and_stream_over_sse(settings):
+    with TestClient(create_app(settings)) as c:
+        ds = upload_csv(c, iris_csv()).json()["id"]
+        job = _run(c, "/v1/cross-validate", {"algorithm": "gaussian_nb", "dataset_id": ds, "target": "species",
+                                             "folds": 3, "random_state": 0})
+        with c.stream("GET", f"/v1/jobs/{job['id']}/events") as r:
+            body = "".join(r.iter_text())
+        assert "event: end" in body and '"succeeded"' in body
+        trials = c.get("/v1/jobs", params={"kind": "trial"}).json()
+        assert trials["count"] == 3  # one trial job per fold...
+        assert all(j["kind"] != "trial" for j in c.get("/v1/jobs").json()["data"])  # ...hidden by default
+    with TestClient(create_app(settings)) as c:
+        again = c.get(f"/v1/jobs/{job['id']}").json()
+        assert again["status"] == "succeeded" and again["result"] == job["result"]
+
+
+# ------------------------------------------------------------------------------------------------
+# compare: paired t-test = scipy.stats.ttest_rel, corrected resampled t-test decides
+# ------------------------------------------------------------------------------------------------
+def test_compare_t_tests_match_scipy_and_the_corrected_formula(client):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    cands = [{"algorithm": "knn_classifier", "params": {"n_neighbors": 1}}, {"algorithm": "gaussian_nb"},
+             {"algorithm": "decision_tree_classifier", "params": {"max_depth": 1}}]
+    res = _run(client, "/v1/compare", {"candidates": cands, "dataset_id": ds, "target": "species", "folds": 5,
+                                       "repeats": 2, "random_state": 1, "metric": "accuracy"})["result"]
+    assert res["metric"] == "accuracy" and len(res["scores"]) == 3
+    assert all(len(s) == 10 for s in res["scores"])
+    assert [p["a"] for p in res["pairs"]] == [0, 0, 1] and [p["b"] for p in res["pairs"]] == [1, 2, 2]
+    for pair in res["pairs"]:
+        a, b = np.asarray(res["scores"][pair["a"]]), np.asarray(res["scores"][pair["b"]])
+        ref = stats.ttest_rel(a, b)
+        assert pair["t_statistic"] == pytest.approx(ref.statistic, rel=1e-9)
+        assert pair["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
+        assert pair["df"] == 9
+        d = a - b
+        # Nadeau & Bengio (2003): variance (1/J + n_test/n_train) s^2, J = 10 resamples; n_test/n_train = 1/4
+        t = d.mean() / math.sqrt((1 / 10 + 30 / 120) * d.var(ddof=1))
+        p = 2 * stats.t.sf(abs(t), 9)
+        assert pair["p_value_corrected"] == pytest.approx(p, rel=1e-9)
+        assert pair["p_value_corrected"] >= pair["p_value"]
+        expected = ("no_significant_difference" if p >= 0.05 else ("a_better" if d.mean() > 0 else "b_better"))
+        assert pair["verdict"] == expected
+    # a depth-1 tree (two of three classes at best) is clearly worse than 1-NN
+    assert res["pairs"][1]["verdict"] == "a_better"
+    # the repeats used the same folds for every candidate: the two seeds' folds
+    assert res["means"][0] == pytest.approx(np.mean(res["scores"][0]))
+
+
+# ------------------------------------------------------------------------------------------------
+# tune
+# ------------------------------------------------------------------------------------------------
+def test_grid_tune_matches_gridsearchcv_and_refits_an_ordinary_model(client, diabetes_missing):
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, text, _ = diabetes_missing
+    ds = upload_csv(client, text).json()["id"]
+    alphas = [0.01, 1.0, 10.0, 100.0]
+    job = _run(client, "/v1/tune", {"algorithm": "ridge_regression", "search": "grid", "space": {"alpha": alphas},
+                                    "dataset_id": ds, "target": "y", "folds": 4, "random_state": 5,
+                                    "metric": "r2", "name": "tuned-ridge"})
+    res = job["result"]
+    folds = make_folds(y, "regression", 4, True, 5)
+    gs = GridSearchCV(make_pipeline(SimpleImputer(), StandardScaler(), Ridge()), {"ridge__alpha": alphas},
+                      cv=folds, scoring="r2").fit(X, y)
+    by_alpha = {t["params"]["alpha"]: t for t in res["trials"]}
+    for i, a in enumerate(alphas):
+        assert by_alpha[a]["mean"] == pytest.approx(gs.cv_results_["mean_test_score"][i], rel=1e-7)
+        assert by_alpha[a]["rank"] == gs.cv_results_["rank_test_score"][i]
+    assert res["best_params"]["alpha"] == gs.best_params_["ridge__alpha"]
+    assert res["best_score"] == pytest.approx(gs.best_score_, rel=1e-7)
+    assert [t["rank"] for t in res["trials"]] == [1, 2, 3, 4]
+    model = client.get(f"/v1/models/{res['model_id']}").json()
+    assert job["model_id"] == res["model_id"]
+    assert model["status"] == "ready" and model["name"] == "tuned-ridge"
+    assert model["params"]["alpha"] == res["best_params"]["alpha"]
+    assert model["job_id"] == job["id"] and model["metrics"]["selection"]["job_id"] == job["id"]
+    pred = client.post(f"/v1/models/{res['model_id']}/predict", json={"rows": [[None] * 10]})
+    assert pred.status_code == 200, pred.text
+
+
+def test_halving_follows_the_schedule_of_halvinggridsearchcv(client):
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.experimental import enable_halving_search_cv  # noqa: F401
+    from sklearn.model_selection import HalvingGridSearchCV
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y = load_breast_cancer(return_X_y=True)
+    names = [f"f{j}" for j in range(X.shape[1])]
+    ds = upload_csv(client, _csv(X, y, names)).json()["id"]
+    grid = [1, 3, 5, 7, 9, 11, 15, 21, 31]
+    res = _run(client, "/v1/tune", {"algorithm": "knn_classifier", "search": "halving",
+                                    "space": {"n_neighbors": grid}, "dataset_id": ds, "target": "y", "folds": 3,
+                                    "random_state": 0, "refit": False})["result"]
+    sk = HalvingGridSearchCV(KNeighborsClassifier(), {"n_neighbors": grid}, cv=3, factor=3).fit(X, y)
+    assert [it["n_candidates"] for it in res["iterations"]] == list(sk.n_candidates_)
+    assert [it["n_resources"] for it in res["iterations"]] == list(sk.n_resources_)
+    assert res["model_id"] is None
+    last = res["iterations"][-1]["iteration"]
+    assert res["trials"][0]["iteration"] == last and res["best_params"] == res["trials"][0]["params"]
+
+
+def test_random_search_draws_validated_points_from_ranges(client):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    res = _run(client, "/v1/tune", {"algorithm": "logistic_regression", "search": "random", "n_iter": 4,
+                                    "space": {"C": {"low": 0.01, "high": 100, "log": True}},
+                                    "dataset_id": ds, "target": "species", "folds": 3, "random_state": 2})["result"]
+    Cs = [t["params"]["C"] for t in res["trials"]]
+    assert len(Cs) == 4 and all(0.01 <= c <= 100 for c in Cs) and len(set(Cs)) == 4
+
+
+# ------------------------------------------------------------------------------------------------
+# learning curve, feature selection, automl
+# ------------------------------------------------------------------------------------------------
+def test_learning_curve(client):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    res = _run(client, "/v1/learning-curve", {"algorithm": "gaussian_nb", "dataset_id": ds, "target": "species",
+                                              "train_sizes": [0.2, 0.5, 1.0], "folds": 5,
+                                              "random_state": 0})["result"]
+    assert res["train_sizes"] == [24, 60, 120]
+    assert len(res["train"]["mean"]) == len(res["test"]["std"]) == 3
+    assert all(len(p) == 5 for p in res["test"]["per_fold"])
+    assert res["test"]["mean"][-1] > 0.9
+
+
+def test_forward_feature_selection_finds_the_informative_columns(client):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 5))
+    y = 3 * X[:, 1] - 2 * X[:, 3] + 0.1 * rng.normal(size=120)
+    ds = upload_csv(client, _csv(X, y, [f"x{j}" for j in range(5)])).json()["id"]
+    res = _run(client, "/v1/feature-selection", {"algorithm": "linear_regression", "dataset_id": ds,
+                                                 "target": "y", "direction": "forward", "folds": 4,
+                                                 "random_state": 0, "tol": 0.001})["result"]
+    assert sorted(res["selected"]) == ["x1", "x3"]
+    assert [len(s["features"]) for s in res["steps"]] == [1, 2]
+    assert res["steps"][-1]["score"] > 0.99
+    back = _run(client, "/v1/feature-selection", {"algorithm": "linear_regression", "dataset_id": ds,
+                                                  "target": "y", "direction": "backward", "n_features": 2,
+                                                  "folds": 4, "random_state": 0})["result"]
+    assert sorted(back["selected"]) == ["x1", "x3"]
+
+
+def test_automl_leaderboard_skips_what_the_data_rules_out(client):
+    from sklearn.datasets import load_iris
+
+    d = load_iris()
+    X = d.data - d.data.mean(axis=0)  # negative values: no multinomial NB
+    ds = upload_csv(client, _csv(X, d.target_names[d.target], ["a", "b", "c", "d"], target="species")).json()["id"]
+    job = _run(client, "/v1/automl", {"dataset_id": ds, "target": "species", "folds": 3, "random_state": 0,
+                                      "time_budget_s": 120,
+                                      "algorithms": ["gaussian_nb", "multinomial_nb", "knn_classifier",
+                                                     "decision_tree_classifier", "logistic_regression"]})
+    res = job["result"]
+    assert [s["algorithm"] for s in res["skipped"]] == ["multinomial_nb"]
+    board = res["leaderboard"]
+    assert {r["algorithm"] for r in board} == {"gaussian_nb", "knn_classifier", "decision_tree_classifier",
+                                              "logistic_regression"}
+    means = [r["mean"] for r in board]
+    assert means == sorted(means, reverse=True) and [r["rank"] for r in board] == [1, 2, 3, 4]
+    assert board[0]["p_value_vs_best"] is None
+    assert all(0 <= r["p_value_vs_best"] <= 1 and r["std"] >= 0 for r in board[1:])
+    model = client.get(f"/v1/models/{res['best_model_id']}").json()
+    assert model["status"] == "ready" and model["algorithm"] == board[0]["algorithm"]
+    assert model["params"] == board[0]["params"] and model["job_id"] == job["id"]
+
+
+def test_automl_stops_trials_at_the_time_budget(client):
+    """A budget far below what the plan needs: trials not finished by the deadline are cancelled and listed."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    ds = upload_csv(client, _csv(X, y, [f"f{j}" for j in range(X.shape[1])])).json()["id"]
+    job = wait_job(client, _submit(client, "/v1/automl", {"dataset_id": ds, "target": "y", "task": "classification",
+                                                          "folds": 5, "time_budget_s": 1.0,
+                                                          "random_state": 0})["id"], timeout=120)
+    if job["status"] == "failed":  # not even the first trial finished in time on a loaded machine
+        assert "time budget" in job["error"]["message"]
+        return
+    res = job["result"]
+    assert res["not_evaluated"], res
+    assert res["n_trials"] < len(res["leaderboard"]) + len(res["not_evaluated"]) + len(res["failed"]) + 10
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: 422 before anything is queued
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path,body,loc", [
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {"n_neighbours": [1, 3]}}, "n_neighbours"),
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {"n_neighbors": [1, -3]}}, "n_neighbors"),
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {"n_neighbors": {"low": 0, "high": 5, "type": "int"}},
+                  "search": "random"}, "n_neighbors"),
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {}}, "space"),
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {"n_neighbors": []}}, "n_neighbors"),
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {"n_neighbors": [1, 3]}, "n_iter": 3}, "n_iter"),
+    ("/v1/tune", {"algorithm": "knn_classifier", "space": {"n_neighbors": [1, 3]}, "metric": "r2"}, "metric"),
+    ("/v1/cross-validate", {"algorithm": "knn_classifier", "folds": 51}, "folds"),
+    ("/v1/cross-validate", {"algorithm": "knn_classifier", "metrics": ["rmse"]}, "metrics"),
+    ("/v1/cross-validate", {"algorithm": "knn_classifier", "metrics": ["nope"]}, "metrics"),
+    ("/v1/cross-validate", {"algorithm": "kmeans"}, "algorithm"),
+    ("/v1/cross-validate", {"algorithm": "knn_classifier", "params": {"n_neighbors": 0}}, "n_neighbors"),
+    ("/v1/compare", {"candidates": [{"algorithm": "knn_classifier"}]}, "candidates"),
+    ("/v1/compare", {"candidates": [{"algorithm": "knn_classifier"}, {"algorithm": "ridge_regression"}]},
+     "candidates"),
+    ("/v1/compare", {"candidates": [{"algorithm": "knn_classifier"}, {"algorithm": "nope"}]}, "algorithm"),
+    ("/v1/learning-curve", {"algorithm": "gaussian_nb", "train_sizes": [0.5, 1.5]}, "train_sizes"),
+    ("/v1/feature-selection", {"algorithm": "gaussian_nb", "n_features": 9}, "n_features"),
+    ("/v1/automl", {"algorithms": ["kmeans"]}, "algorithms"),
+])
+def test_bad_requests_are_422_and_store_nothing(client, path, body, loc):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    before = client.get("/v1/jobs").json()["count"]
+    r = client.post(path, json={"dataset_id": ds, "target": "species", **body})
+    problem = assert_problem(r, 422)
+    assert any(loc in [str(x) for x in e["loc"]] for e in problem["errors"]), problem
+    assert client.get("/v1/jobs").json()["count"] == before
+    assert client.get("/v1/jobs", params={"kind": "trial"}).json()["count"] == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# cancellation, restart, fan-out
+# ------------------------------------------------------------------------------------------------
+SLOW = {"solver": "gd", "max_iter": 10_000_000, "tol": 1e-300, "C": 1e10}
+
+
+def _wait_status(client, job_id, status, timeout=60):
+    deadline = time.monotonic() + timeout
+    while (job := client.get(f"/v1/jobs/{job_id}").json())["status"] != status:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.02)
+    return job
+
+
+def _children(meta, parent_id):
+    from sqlalchemy import select
+
+    from service.storage.metadata import jobs
+
+    with meta.engine.connect() as conn:
+        rows = conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.payload, jobs.c.worker)
+                            .where(jobs.c.kind == "trial")).all()
+    return [r for r in rows if r.payload["parent_id"] == parent_id]
+
+
+def test_cancel_stops_the_tune_and_every_trial(client):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    job = _submit(client, "/v1/tune", {"algorithm": "logistic_regression", "params": SLOW,
+                                       "space": {"penalty": ["l2", "none"], "fit_intercept": [True, False]},
+                                       "dataset_id": ds, "target": "species", "folds": 3})
+    _wait_status(client, job["id"], "running")
+    meta = client.app.state.runtime.meta
+    deadline = time.monotonic() + 60
+    while not any(c.status == "running" for c in _children(meta, job["id"])):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert client.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
+    assert wait_job(client, job["id"])["status"] == "cancelled"
+    deadline = time.monotonic() + 60
+    while any(c.status not in ("cancelled",) for c in _children(meta, job["id"])):
+        assert time.monotonic() < deadline, _children(meta, job["id"])
+        time.sleep(0.05)
+    assert meta.get_model(job["model_id"]) is None  # no refit, no model
+
+
+@pytest.mark.slow
+def test_restart_during_a_tune_fails_it_never_leaves_it_running(tmp_path):
+    # one attempt and a short lease: a job left running by the stopped server is failed once its lease runs out
+    settings = Settings(data_dir=tmp_path / "d", workers=1, secret_key="s", job_poll_interval=0.05,
+                        job_lease_timeout=1.0, job_max_attempts=1, job_sweep_interval=0.5)
+    with TestClient(create_app(settings)) as c:
+        ds = upload_csv(c, iris_csv()).json()["id"]
+        job = _submit(c, "/v1/tune", {"algorithm": "logistic_regression", "params": SLOW,
+                                      "space": {"penalty": ["l2", "none"]}, "dataset_id": ds, "target": "species",
+                                      "folds": 3})
+        _wait_status(c, job["id"], "running")
+    with TestClient(create_app(settings)) as c:  # a new server on the same data dir
+        done = wait_job(c, job["id"], timeout=30)
+        assert done["status"] == "failed" and done["error"]["type"] == "WorkerLost", done
+        meta = c.app.state.runtime.meta
+        deadline = time.monotonic() + 60
+        while any(ch.status in ("queued", "running") for ch in _children(meta, job["id"])):
+            assert time.monotonic() < deadline, _children(meta, job["id"])
+            time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_trials_fan_out_over_two_worker_processes(tmp_path):
+    import os
+
+    settings = Settings(data_dir=tmp_path / "d", workers=2, secret_key="s", job_poll_interval=0.05)
+    with TestClient(create_app(settings)) as c:
+        q = c.app.state.runtime.queue
+        deadline = time.monotonic() + 120
+        while not all(slot.ready for slot in q._slots):
+            assert time.monotonic() < deadline, "the pool did not start"
+            time.sleep(0.05)
+        ds = upload_csv(c, iris_csv()).json()["id"]
+        job = _run(c, "/v1/tune", {"algorithm": "random_forest_classifier",
+                                   "params": {"n_estimators": 40, "random_state": 0},
+                                   "space": {"max_depth": [2, 3, 4, 5, 6, 8]}, "dataset_id": ds,
+                                   "target": "species", "folds": 3, "random_state": 0})
+        runs = sorted((r for t in job["result"]["trials"] for r in t["runs"]), key=lambda r: r["started"])
+        assert len(runs) == 6 * 3  # one trial job per (candidate, fold)
+        workers = {r["worker"] for r in runs}
+        assert len(workers) == 2, runs  # two pool processes ran trials of this one tune...
+        assert any(b["started"] < a["finished"] and a["worker"] != b["worker"]  # ...at the same time
+                   for i, a in enumerate(runs) for b in runs[i + 1:]), runs
+        assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in workers)
+        parent_worker = c.app.state.runtime.meta.get_job(job["id"])["worker"]
+        assert parent_worker in workers  # the parent ran trials itself while it waited
