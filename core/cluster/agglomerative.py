@@ -31,8 +31,8 @@ class AgglomerativeClustering(Clusterer):
     name = "agglomerative_clustering"
     summary = "Bottom-up hierarchical clustering (ward/complete/average/single/centroid) with its merge tree"
     params = {
-        "n_clusters": Int(2, ge=1, nullable=True, doc="Clusters to keep (null with distance_threshold)."),
-        "distance_threshold": Float(None, ge=0.0, doc="Cut the tree at this merge distance instead."),
+        "n_clusters": Int(2, ge=1, le=10_000, nullable=True, doc="Clusters to keep (null with distance_threshold)."),
+        "distance_threshold": Float(None, ge=0.0, le=1e12, doc="Cut the tree at this merge distance instead."),
         "linkage": Choice("ward", choices=LINKAGES),
         "metric": Choice("euclidean", choices=("euclidean", "manhattan", "cosine"),
                          doc="Point distance (ward and centroid need euclidean)."),

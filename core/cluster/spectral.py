@@ -36,12 +36,12 @@ class SpectralClustering(Clusterer):
     name = "spectral_clustering"
     summary = "Spectral clustering: normalised-Laplacian embedding of an rbf or kNN graph, then k-means"
     params = {
-        "n_clusters": Int(8, ge=1),
+        "n_clusters": Int(8, ge=1, le=10_000),
         "affinity": Choice("rbf", choices=("rbf", "nearest_neighbors")),
-        "gamma": Float(1.0, gt=0.0, doc="rbf coefficient: W = exp(-gamma ||x - x'||^2)."),
-        "n_neighbors": Int(10, ge=1),
+        "gamma": Float(1.0, gt=0.0, le=1e12, doc="rbf coefficient: W = exp(-gamma ||x - x'||^2)."),
+        "n_neighbors": Int(10, ge=1, le=100_000),
         "eigen_solver": Choice("auto", choices=("auto", "dense", "arpack")),
-        "n_init": Int(10, ge=1),
+        "n_init": Int(10, ge=1, le=1_000),
         "embedding_norm": Choice("rows", choices=("rows", "degree"),
                                  doc="'rows': unit-length rows (Ng-Jordan-Weiss); 'degree': D^-1/2 U "
                                      "(scikit-learn's spectral_embedding)."),

@@ -51,8 +51,8 @@ class AdaBoostClassifier(Classifier):
             None, nullable=True,
             doc='Base learner {"name", "params"} accepting sample_weight (null: a depth-1 decision tree).',
         ),
-        "n_estimators": Int(50, ge=1, doc="Maximum number of boosting rounds."),
-        "learning_rate": Float(1.0, gt=0.0, doc="Shrinks each learner's weight alpha."),
+        "n_estimators": Int(50, ge=1, le=10_000, doc="Maximum number of boosting rounds."),
+        "learning_rate": Float(1.0, gt=0.0, le=1e6, doc="Shrinks each learner's weight alpha."),
         "algorithm": Choice("SAMME", choices=("SAMME",), doc="Discrete multiclass AdaBoost."),
         "random_state": Seed(),
     }

@@ -69,12 +69,12 @@ class GaussianProcessRegressor(Regressor):
     summary = "Gaussian process regression: mean and std; kernel fitted by maximising the evidence."
     params = {
         "kernel": GPKernelSpec(),
-        "alpha": Float(1e-10, ge=0, doc="Value added to the diagonal of the Gram matrix (jitter / noise)."),
+        "alpha": Float(1e-10, ge=0, le=1e12, doc="Value added to the diagonal of the Gram matrix (jitter / noise)."),
         "optimizer": Choice(
             "fmin_l_bfgs_b", choices=("fmin_l_bfgs_b", "none"), nullable=True,
             doc="'fmin_l_bfgs_b' maximises the log marginal likelihood; 'none' (or null) keeps the kernel.",
         ),
-        "n_restarts_optimizer": Int(0, ge=0),
+        "n_restarts_optimizer": Int(0, ge=0, le=1_000),
         "normalize_y": Bool(False, doc="Standardise y before fitting (predictions are mapped back)."),
         "random_state": Seed(),
     }

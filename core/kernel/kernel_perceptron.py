@@ -34,9 +34,9 @@ class KernelPerceptron(Classifier):
     params = {
         "kernel": KernelSpec("rbf"),
         "gamma": gamma_spec("scale"),
-        "degree": Int(3, ge=1),
-        "coef0": Float(1.0),
-        "max_iter": Int(100, ge=1, doc="Maximum number of passes (epochs) over the data."),
+        "degree": Int(3, ge=1, le=20),
+        "coef0": Float(1.0, le=1e12),
+        "max_iter": Int(100, ge=1, le=1_000_000, doc="Maximum number of passes (epochs) over the data."),
         "shuffle": Bool(True, doc="Shuffle the samples before each pass."),
         "random_state": Seed(),
     }

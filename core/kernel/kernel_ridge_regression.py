@@ -33,16 +33,16 @@ class KernelRidgeRegression(Regressor):
     name = "kernel_ridge_regression"
     summary = "Kernel ridge regression: dual coefficients (K + alpha I)^-1 y with any kernel."
     params = {
-        "alpha": Float(1.0, ge=0, doc="Ridge penalty (lambda of the seed)."),
+        "alpha": Float(1.0, ge=0, le=1e12, doc="Ridge penalty (lambda of the seed)."),
         "kernel": KernelSpec("linear"),
         "gamma": OneOf(
             None,
-            options=[Choice(choices=("scale", "auto")), Float(gt=0)],
+            options=[Choice(choices=("scale", "auto")), Float(gt=0, le=1e12)],
             nullable=True,
             doc="Kernel coefficient; null or 'auto' = 1/n_features (as KernelRidge), 'scale' as SVC.",
         ),
-        "degree": Int(3, ge=1),
-        "coef0": Float(1.0),
+        "degree": Int(3, ge=1, le=20),
+        "coef0": Float(1.0, le=1e12),
     }
     supports_sample_weight = True
     needs_scaling = True

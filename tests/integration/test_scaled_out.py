@@ -106,7 +106,7 @@ def test_a_job_whose_worker_dies_is_failed_by_the_sweep(tmp_path, pg_url, redis_
     with TestClient(create_app(settings)) as api:
         ds = upload_csv(api, iris_csv()).json()["id"]
         r = api.post("/v1/train", json={"algorithm": "random_forest_classifier", "dataset_id": ds,
-                                        "target": "species", "params": {"n_estimators": 100000}})
+                                        "target": "species", "params": {"n_estimators": 10_000}})
         assert r.status_code == 202, r.text
         job_id, mid = r.json()["job"]["id"], r.json()["model_id"]
         worker = subprocess.Popen([sys.executable, "-m", "service.cli", "worker"], cwd=ROOT, env=env,
