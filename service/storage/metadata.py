@@ -1,6 +1,7 @@
 """Metadata store: datasets, models and jobs in SQL (SQLite by default, PostgreSQL when configured).
 
-SQLAlchemy Core, three tables, JSON columns for nested fields.  Every write is
+SQLAlchemy Core, three tables, JSON columns for nested fields.  The schema is created and changed only by the
+Alembic migrations in ``migrations/`` (``upgrade_schema``); a change here needs a new revision there.  Every write is
 one transaction; job state changes use conditional updates so that two
 processes never both claim or finish the same job.
 """
@@ -120,8 +121,11 @@ class MetadataStore:
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 
-    def create_all(self) -> None:
-        metadata.create_all(self.engine)
+    def upgrade_schema(self) -> str:
+        """Create or upgrade the schema with the Alembic migrations, under a lock (``storage/schema.py``)."""
+        from .schema import upgrade
+
+        return upgrade(self.engine)
 
     def ping(self) -> None:
         with self.engine.connect() as conn:
@@ -192,6 +196,10 @@ class MetadataStore:
     def model_ids(self) -> set[str]:
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(select(models.c.id))}
+
+    def model_statuses(self) -> dict[str, str]:
+        with self.engine.connect() as conn:
+            return {r[0]: r[1] for r in conn.execute(select(models.c.id, models.c.status))}
 
     # -- jobs --------------------------------------------------------------------------
     def insert_job(self, values: dict) -> None:
