@@ -15,6 +15,7 @@ from .api.fastpath import PredictFrontDoor, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
+from .services.janitor import Janitor
 from .services.training import recover_orphans
 from .settings import Settings
 
@@ -147,7 +148,8 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime = Runtime.open(settings)
-        runtime.art.cleanup_tmp()
+        janitor = Janitor(runtime.meta, runtime.art, settings.janitor_grace_s, settings.janitor_interval_s)
+        janitor.start()  # first pass now: temp dirs of ended processes, orphan artifacts (never a live replica's)
         runtime.queue.start()
         if not settings.queue_url:
             recover_orphans(runtime.meta, runtime.queue.enqueue)
@@ -165,7 +167,9 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
             yield
         finally:
             app.predict_front_door.runtime = None
+            janitor.stop()
             runtime.queue.shutdown()
+            runtime.art.remove_own_tmp()
             runtime.meta.dispose()
 
     app = OrchardApp(

@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     access_log: bool = Field(True, description="Log every request (method, path, route, status, duration, request id).")
     metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics and count requests; false turns both off.")
     job_poll_interval: float = Field(0.2, gt=0, description="Seconds between a running job's checks for cancellation.")
+    janitor_grace_s: float = Field(3600.0, ge=0, description="Age (seconds without change) after which the janitor collects orphan artifacts (no metadata row) and temporary directories of ended processes.")
+    janitor_interval_s: float = Field(900.0, gt=0, description="Seconds between the janitor's passes in each API process (it also runs at start).")
     job_sweep_interval: float = Field(15.0, gt=0, description="RQ mode: seconds between each API replica's checks for running jobs whose worker was lost (they are failed).")
 
     def resolved_database_url(self) -> str:
