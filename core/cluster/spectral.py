@@ -24,6 +24,7 @@ from scipy.spatial import cKDTree
 from ..base import Clusterer
 from ..context import NULL_CONTEXT
 from ..kernels import kernel_matrix
+from ..memory import kernel_fit
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -34,6 +35,7 @@ from . import _kmeans_engine as eng
 @register
 class SpectralClustering(Clusterer):
     name = "spectral_clustering"
+    fit_memory = kernel_fit(3, "affinity")  # peak memory model (core/memory.py)
     summary = "Spectral clustering: normalised-Laplacian embedding of an rbf or kNN graph, then k-means"
     params = {
         "n_clusters": Int(8, ge=1, le=10_000),

@@ -18,6 +18,7 @@ from scipy.sparse.linalg import eigsh
 from ..base import Transformer
 from ..context import NULL_CONTEXT
 from ..kernels import kernel_matrix
+from ..memory import kernel_fit
 from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -28,6 +29,7 @@ from ._utils import flip_columns
 @register
 class KernelPCA(Transformer):
     name = "kernel_pca"
+    fit_memory = kernel_fit(4)  # peak memory model (core/memory.py)
     summary = "Kernel PCA: PCA of the feature-space-centred kernel matrix, with projection of new points"
     params = {
         "n_components": Int(None, ge=1, le=10_000, doc="Number of components (null: all non-zero)."),

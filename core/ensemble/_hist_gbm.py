@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..memory import boosting_fit
 from ..model_selection.split import train_test_split_indices
 from ..params import Bool, Choice, Float, Int, OneOf, Seed
 from ..random import check_random_state
@@ -74,6 +75,7 @@ class HistGradientBoostingMixin:
     native_missing = True
     native_categorical = True
     reports_progress = True
+    fit_memory = boosting_fit()  # peak memory model (core/memory.py)
 
     @classmethod
     def _example_params(cls) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..params import Any_, Choice, Float, Int, Seed
 from ..random import check_random_state, spawn_seeds
 from ..registry import register
@@ -45,6 +46,7 @@ _ERR_FLOOR = 1e-10
 @register
 class AdaBoostClassifier(Classifier):
     name = "adaboost_classifier"
+    fit_memory = forest_fit()  # peak memory model (core/memory.py)
     summary = "Discrete AdaBoost (SAMME for multiclass) over decision stumps or any weighted classifier."
     params = {
         "estimator": Any_(

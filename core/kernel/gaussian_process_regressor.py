@@ -26,6 +26,7 @@ from scipy.optimize import minimize
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..kernels import GPKernelSpec, build_gp_kernel
+from ..memory import kernel_fit
 from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -66,6 +67,7 @@ def log_marginal_likelihood(kernel, X, y, alpha, eval_gradient=False):
 @register
 class GaussianProcessRegressor(Regressor):
     name = "gaussian_process_regressor"
+    fit_memory = kernel_fit(10, "covariance")  # peak memory model (core/memory.py)
     summary = "Gaussian process regression: mean and std; kernel fitted by maximising the evidence."
     params = {
         "kernel": GPKernelSpec(),

@@ -18,6 +18,7 @@ import numpy as np
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..kernels import KernelSpec, build_kernel
+from ..memory import kernel_fit
 from ..params import Bool, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -30,6 +31,7 @@ __all__ = ["KernelPerceptron"]
 @register
 class KernelPerceptron(Classifier):
     name = "kernel_perceptron"
+    fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Dual (kernel) perceptron with any kernel; multiclass one-vs-rest."
     params = {
         "kernel": KernelSpec("rbf"),

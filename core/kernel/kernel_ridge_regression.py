@@ -15,6 +15,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, lstsq
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..kernels import KernelSpec, build_kernel
+from ..memory import kernel_fit
 from ..params import Choice, Float, Int, OneOf
 from ..registry import register
 from ..validation import (
@@ -31,6 +32,7 @@ __all__ = ["KernelRidgeRegression"]
 @register
 class KernelRidgeRegression(Regressor):
     name = "kernel_ridge_regression"
+    fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Kernel ridge regression: dual coefficients (K + alpha I)^-1 y with any kernel."
     params = {
         "alpha": Float(1.0, ge=0, le=1e12, doc="Ridge penalty (lambda of the seed)."),

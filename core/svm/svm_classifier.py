@@ -30,6 +30,7 @@ import numpy as np
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..kernels import BaseKernel
+from ..memory import kernel_cache_fit
 from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -78,6 +79,7 @@ def _is_linear(kernel) -> bool:
 @register
 class SVMClassifier(Classifier):
     name = "svm_classifier"
+    fit_memory = kernel_cache_fit()  # peak memory model (core/memory.py)
     summary = "Support vector machine (soft-margin dual by SMO, any kernel; Pegasos primal for linear)."
     params = {
         "C": Float(1.0, gt=0, le=1e12, doc="Penalty of margin violations (large C = hard margin)."),

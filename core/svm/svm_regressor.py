@@ -16,6 +16,7 @@ import numpy as np
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
+from ..memory import kernel_cache_fit
 from ..params import Float, Int
 from ..registry import register
 from ..validation import (
@@ -34,6 +35,7 @@ __all__ = ["SVMRegressor"]
 @register
 class SVMRegressor(Regressor):
     name = "svm_regressor"
+    fit_memory = kernel_cache_fit()  # peak memory model (core/memory.py)
     summary = "Epsilon-insensitive support vector regression (SMO on the 2n-variable dual, any kernel)."
     params = {
         **kernel_params(),
