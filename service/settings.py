@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .services.resources import default_max_train_bytes, default_worker_memory_bytes
+
 
 def _default_workers() -> int:
     return max(1, os.cpu_count() or 1)
@@ -35,6 +37,8 @@ class Settings(BaseSettings):
     access_log: bool = Field(True, description="Log every request (method, path, route, status, duration, request id).")
     metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics and count requests; false turns both off.")
     job_poll_interval: float = Field(0.2, gt=0, description="Seconds between a running job's checks for cancellation.")
+    max_train_bytes: int = Field(default_factory=default_max_train_bytes, ge=0, description="Largest estimated peak memory of one training fit; POST /v1/train answers 422 above it (0: no check). Default: half the machine's memory (RAM or cgroup limit).")
+    worker_memory_bytes: int = Field(default_factory=default_worker_memory_bytes, ge=0, description="Address-space cap (RLIMIT_AS) of every training worker process (embedded pool and RQ work-horses); a fit growing past it fails its job (0: no cap). Default: three quarters of the machine's memory, at least 1 GiB.")
     janitor_grace_s: float = Field(3600.0, ge=0, description="Age (seconds without change) after which the janitor collects orphan artifacts (no metadata row) and temporary directories of ended processes.")
     janitor_interval_s: float = Field(900.0, gt=0, description="Seconds between the janitor's passes in each API process (it also runs at start).")
     job_sweep_interval: float = Field(15.0, gt=0, description="RQ mode: seconds between each API replica's checks for running jobs whose worker was lost (they are failed).")

@@ -18,6 +18,7 @@ async def train_model(body: TrainRequest, request: Request, response: Response):
     req = body.model_dump()
     if body.data is not None:
         req["data"] = body.data.model_dump()
-    job, model_id = await run_in_threadpool(submit_train, r.meta, r.art, req, r.queue.enqueue)
+    job, model_id = await run_in_threadpool(submit_train, r.meta, r.art, req, r.queue.enqueue,
+                                            r.settings.max_train_bytes)
     response.headers["Location"] = f"/v1/jobs/{job['id']}"
     return {"job": job_view(job), "model_id": model_id}

@@ -23,9 +23,11 @@ log = logging.getLogger("orchard.queue")
 
 def run_job(job_id: str) -> str:
     """RQ entry point (imported by name in the worker)."""
+    from ..services.resources import apply_worker_memory_limit
     from ..services.training import execute_job
 
     settings = Settings()
+    apply_worker_memory_limit(settings.worker_memory_bytes)  # in the work-horse: a runaway fit fails its job
     meta, art = _stores(settings)
     return execute_job(meta, art, job_id, settings.job_poll_interval)
 

@@ -31,6 +31,7 @@ from ..storage.metadata import MetadataStore, utcnow
 from . import datasets as ds
 from .bundle import ModelBundle
 from .evaluation import evaluate_matrix
+from .resources import fit_memory_estimate, human_bytes, memory_error_message
 from .tables import Column, parse_json_table
 
 log = logging.getLogger("orchard.training")
@@ -130,7 +131,22 @@ def _check_validation(validation: dict | None, task: str) -> dict:
     return v
 
 
-def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) -> tuple[dict, str]:
+def _check_memory(cls, params: dict, n_rows: int, features: list[dict], target_col: dict | None, limit: int,
+                  inline: bool) -> None:
+    """422 when the fit's estimated peak memory exceeds ``limit`` (ORCHARD_MAX_TRAIN_BYTES), naming the cause."""
+    if not limit:
+        return
+    total, est = fit_memory_estimate(cls, params, n_rows, features, target_col)
+    if total <= limit:
+        return
+    loc = ["body", "params", est.param] if est.param else ["body", "data" if inline else "dataset_id"]
+    raise invalid(loc, f"training {cls.name} on {n_rows} rows would need about {human_bytes(total)} of memory "
+                       f"({est.cause}), more than the limit of {human_bytes(limit)} (ORCHARD_MAX_TRAIN_BYTES); "
+                       "use fewer rows or smaller parameters")
+
+
+def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
+                 max_train_bytes: int = 0) -> tuple[dict, str]:
     """Validate and enqueue a training job.  Returns (job record, model id)."""
     cls = resolve_algorithm(req["algorithm"])
     params = validate_algorithm_params(cls, req.get("params"))
@@ -152,6 +168,7 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue) ->
     validation = _check_validation(req.get("validation"), cls.task)
     if n_rows < 2:
         raise invalid(["body", "dataset_id"], "the dataset needs at least two rows to train on")
+    _check_memory(cls, params, n_rows, features, target_col, max_train_bytes, inline=cols is not None)
     if cols is not None:  # inline data becomes a dataset so that any worker can load it
         created_inline = ds.store_columns(meta, art, cols, (req.get("name") or "inline") + "-data")
         record = created_inline
@@ -332,6 +349,11 @@ def execute_job(meta: MetadataStore, art: ArtifactStore, job_id: str, poll_inter
             art.delete_model(model_id)
             meta.update_model(model_id, status="failed", metrics={"error": "training was cancelled"})
         return "cancelled"
+    except MemoryError:  # past the worker's address-space cap (ORCHARD_WORKER_MEMORY_BYTES): this job only
+        msg = memory_error_message()
+        log.warning("job %s failed: %s", job_id, msg)
+        _fail(meta, art, job_id, model_id, "MemoryLimitExceeded", msg)
+        return "failed"
     except (DataError, ParamError, Invalid, NotFound, ValueError) as exc:
         msg = getattr(exc, "detail", None) or str(exc)
         log.info("job %s failed: %s", job_id, msg)
