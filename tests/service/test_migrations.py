@@ -31,6 +31,12 @@ def test_migrations_build_exactly_the_declared_schema_on_sqlite(tmp_path):
     store.dispose()
 
 
+def test_the_head_read_from_the_files_is_alembics():
+    from alembic.script import ScriptDirectory
+
+    assert ScriptDirectory(str(schema.MIGRATIONS)).get_heads() == [schema.head_revision()]
+
+
 def test_a_changed_table_definition_is_a_difference(tmp_path):
     """The comparison can fail: a column the migrations do not create is reported."""
     from sqlalchemy import Column, MetaData, String, Table
