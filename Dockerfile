@@ -24,7 +24,8 @@ WORKDIR /src
 # Binary wheels (NumPy, SciPy, ... are manylinux wheels): no compiler in the image. uvicorn comes with the two
 # parts of its [standard] extra that `orchard serve` uses (uvloop, httptools), not with websockets, watchfiles
 # (--reload) and PyYAML (YAML logging configs). Left out: test suites, SQLAlchemy's test harness and the dialects
-# whose drivers the image lacks (MySQL, SQL Server, Oracle), numpy.distutils (a build tool), C/Cython sources,
+# whose drivers the image lacks (MySQL, SQL Server, Oracle), botocore's service models other than S3 and the
+# credential services (STS, SSO), numpy.distutils (a build tool), C/Cython sources,
 # headers and static libraries, debugging symbols of extension modules (not of the vendored *.libs, which strip
 # would break); a vendored library shipped identically by two wheels (libgfortran, libquadmath in numpy.libs
 # and scipy.libs) is kept once, the other name a symbolic link to it. The build fails if an import of what
@@ -33,7 +34,8 @@ WORKDIR /src
 # stale and recompiled (unwritable for the unprivileged user) at every start.
 COPY pyproject.toml ./
 RUN python3 -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-deps = p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres']; \
+deps = p['dependencies'] + p['optional-dependencies']['redis'] + p['optional-dependencies']['postgres'] \
++ p['optional-dependencies']['s3']; \
 print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '\nuvloop\nhttptools')" \
       > requirements.txt \
  && PIP_CACHE="$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-dir=$PIP_CACHE_MOUNT" || echo --no-cache-dir)" \
@@ -42,6 +44,8 @@ print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '
  && find "$SP" -depth -type d \( -name tests -o -name test \) -exec rm -rf {} + \
  && rm -rf "$SP/sqlalchemy/testing" "$SP/sqlalchemy/dialects/mssql" "$SP/sqlalchemy/dialects/mysql" \
       "$SP/sqlalchemy/dialects/oracle" "$SP/numpy/distutils" \
+ && find "$SP/botocore/data" -mindepth 1 -maxdepth 1 -type d \
+      -not \( -name s3 -o -name sts -o -name sso -o -name sso-oidc \) -exec rm -rf {} + \
  && find "$SP" -type f \( -name "*.pyx" -o -name "*.pxd" -o -name "*.pyi" -o -name "*.c" -o -name "*.h" \
       -o -name "*.a" \) -delete \
  && cd "$SP" && for f in *.libs/*; do b="${f#*/}"; for g in *.libs/"$b"; do \
@@ -50,7 +54,8 @@ print('\n'.join(re.sub(r'^uvicorn\[standard\]', 'uvicorn', d) for d in deps) + '
  && if command -v strip >/dev/null; then \
       find "$SP" -name "*.so*" -type f -not -path "*.libs/*" -exec strip --strip-unneeded {} +; fi \
  && /opt/orchard/bin/python -c "import numpy, scipy.linalg, scipy.optimize, scipy.special, scipy.stats, uvloop, \
-httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg; numpy.linalg.inv(numpy.eye(3)); \
+httptools, orjson, pydantic_core, sqlalchemy.orm, psycopg, boto3; numpy.linalg.inv(numpy.eye(3)); \
+boto3.client('s3', region_name='us-east-1'); boto3.client('sts', region_name='us-east-1'); \
 scipy.linalg.cho_factor(numpy.eye(3)); assert psycopg.pq.__impl__ == 'binary', psycopg.pq.__impl__"
 COPY README.md ./
 COPY core ./core
@@ -60,7 +65,7 @@ RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-d
  && /opt/orchard/bin/pip uninstall -q -y pip setuptools \
  && /opt/orchard/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null \
  && cd / && /opt/orchard/bin/python -c "import core, service.app, service.cli, service.queue.worker_preload, \
-service.queue.rq_backend, sqlalchemy.dialects.sqlite, sqlalchemy.dialects.postgresql.psycopg, rq, redis; \
+service.queue.rq_backend, service.storage.s3, sqlalchemy.dialects.sqlite, sqlalchemy.dialects.postgresql.psycopg, rq, redis, boto3; \
 from service.storage.schema import head_revision; head_revision()" \
  && cd /src
 

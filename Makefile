@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= dev,redis,postgres
+EXTRAS ?= dev,redis,postgres,s3
 
 .PHONY: setup serve test lint openapi clean
 

@@ -1,7 +1,8 @@
 """The baseline for bench/service.py: a bare ASGI app that only decodes the JSON and runs NumPy.
 
 It computes the same single-row logistic-regression prediction as Orchard (standardise, dot, softmax)
-with no framework, no validation and no model lookup: the ceiling Orchard is compared against.
+with no framework, no validation and no model lookup: the ceiling Orchard is compared against. It reads
+``{"rows": [[...]]}`` (the /v1 body) or an Open Inference Protocol body with one [n, k] tensor (the /v2 body).
 """
 
 import os
@@ -30,7 +31,12 @@ async def app(scope, receive, send):
         msg = await receive()
         body += msg.get("body", b"")
         more = msg.get("more_body", False)
-    rows = np.asarray(orjson.loads(body)["rows"], dtype=np.float64)
+    req = orjson.loads(body)
+    if "inputs" in req:  # an Open Inference Protocol request: one [n, k] FP64 tensor
+        t = req["inputs"][0]
+        rows = np.asarray(t["data"], dtype=np.float64).reshape(t["shape"])
+    else:
+        rows = np.asarray(req["rows"], dtype=np.float64)
     z = ((rows - MEAN) / SCALE) @ COEF.T
     z -= z.max(axis=1, keepdims=True)
     p = np.exp(z)

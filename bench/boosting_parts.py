@@ -1,4 +1,4 @@
-"""Figures behind parts of a gradient boosting fit outside the split loop (bench/results/boosting.md, "Session 7").
+"""Figures behind parts of a gradient boosting fit outside the split loop (bench/results/boosting.md).
 
     python bench/boosting_parts.py [gradients] [chunks] [binning]     (default: all)
 
@@ -6,7 +6,7 @@
   on 25,000 and 50,000 rows written into the fit's interleaved (n, 3) weight matrix; calls interleaved in one
   process, medians of 250 calls each.
 - chunks: gradients of 50,000 and 200,000 rows in one ``grad_hess`` call (as the fit does) against calls of
-  32,768 rows (tried in session 7 and reverted); medians of 100 calls each, interleaved.
+  32,768 rows (measured slower, not used by the fit); medians of 100 calls each, interleaved.
 - binning: ``BinMapper.fit_transform_T`` of make_classification(50000, 20) on one and two threads; medians of
   7 calls each, interleaved.
 """
@@ -48,7 +48,7 @@ def _problem(n):
     return y, raw, W[:, 0], W[:, 1]
 
 
-def _expit_grad_hess(y, raw, w, g, h):  # the binary log-loss's gradients before session 7
+def _expit_grad_hess(y, raw, w, g, h):  # the binary log-loss's gradients with scipy.special.expit
     p = expit(raw)
     np.subtract(p, y, out=g)
     np.multiply(p, 1.0 - p, out=h)

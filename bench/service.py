@@ -1,6 +1,7 @@
 """Service benchmarks (issue: service foundation).
 
-1. Single-row predict throughput and latency over HTTP for `logistic_regression` on breast_cancer, measured
+1. Single-row predict throughput and latency over HTTP for `logistic_regression` on breast_cancer, through /v1
+   and through /v2 infer (one [1, 30] FP64 tensor, output `predict`), measured
    with wrk on loopback, against a bare ASGI app (bench/_bare_asgi.py) that only decodes the JSON and runs
    NumPy, in the same run, both served by one uvicorn process with the same options.
 2. Time from POST /v1/train to the job being `running` with an idle pool (server timestamps
@@ -245,12 +246,18 @@ def main() -> None:
                       "--log-level", "warning", "--no-access-log"], env)
         wait_http(f"http://127.0.0.1:{bport}/", 30)
         o_url, b_url = f"{base}/v1/models/{mid}/predict", f"http://127.0.0.1:{bport}/"
-        wrk(o_url, body, 2, args.connections)  # warm-up
-        wrk(b_url, body, 2, args.connections)
+        v2_url = f"{base}/v2/models/{mid}/infer"
+        x = row["rows"][0]  # the same row as one [1, 30] FP64 tensor, asking for the output /v1 gives
+        v2_body = json.dumps({"inputs": [{"name": "input-0", "shape": [1, len(x)], "datatype": "FP64", "data": x}],
+                              "outputs": [{"name": "predict"}]})
+        assert c.post(v2_url, content=v2_body).status_code == 200
+        for url, b in ((o_url, body), (v2_url, v2_body), (b_url, body)):  # warm-up
+            wrk(url, b, 2, args.connections)
         rounds = []
         for _ in range(args.rounds):
             rounds.append((wrk(o_url, body, args.duration, args.connections),
-                           wrk(b_url, body, args.duration, args.connections)))
+                           wrk(b_url, body, args.duration, args.connections),
+                           wrk(v2_url, v2_body, args.duration, args.connections)))
     finally:
         stop(server)
         if bare is not None:
@@ -261,14 +268,18 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}, wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds; "
           f"server settings: {' '.join(args.set) or 'defaults'}")
     print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
-    print("| round | orchard req/s | orchard p50 / p99 ms | bare req/s | bare p50 / p99 ms | ratio | non-2xx |")
-    print("|---|---|---|---|---|---|---|")
-    ratios = []
-    for i, (o, b) in enumerate(rounds, 1):
+    print("| round | /v1 req/s | /v1 p50 / p99 ms | /v2 req/s | /v2 p50 / p99 ms | bare req/s | bare p50 / p99 ms "
+          "| /v1 / bare | /v2 / bare | non-2xx |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ratios, ratios2 = [], []
+    for i, (o, b, v) in enumerate(rounds, 1):
         ratios.append(o["rps"] / b["rps"])
-        print(f"| {i} | {o['rps']:.0f} | {o['p50_ms']:.2f} / {o['p99_ms']:.2f} | {b['rps']:.0f} | "
-              f"{b['p50_ms']:.2f} / {b['p99_ms']:.2f} | {ratios[-1]:.2f} | {o['errors'] + b['errors']} |")
-    print(f"\nratio orchard / bare: median {statistics.median(ratios):.2f} (target >= 0.80)")
+        ratios2.append(v["rps"] / b["rps"])
+        print(f"| {i} | {o['rps']:.0f} | {o['p50_ms']:.2f} / {o['p99_ms']:.2f} | {v['rps']:.0f} | "
+              f"{v['p50_ms']:.2f} / {v['p99_ms']:.2f} | {b['rps']:.0f} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} | "
+              f"{ratios[-1]:.2f} | {ratios2[-1]:.2f} | {o['errors'] + b['errors'] + v['errors']} |")
+    print(f"\nratio /v1 / bare: median {statistics.median(ratios):.2f}; /v2 / bare: median "
+          f"{statistics.median(ratios2):.2f} (target >= 0.80 each)")
     print(f"\n## POST /v1/train -> running, idle pool ({args.runs} runs)\n")
     print(f"server timestamps (started_at - created_at): median {statistics.median(server_ms):.1f} ms, "
           f"max {max(server_ms):.1f} ms (target < 100 ms)")

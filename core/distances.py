@@ -1,6 +1,6 @@
 """Pairwise distances shared by the neighbour, clustering and kernel families.
 
-Metrics (seed 000 §3, seed 003 ch.2):
+Metrics ([Passerini §3], [Santini ch. 2]):
 
 * ``euclidean``  ``sqrt(sum (x - y)^2)``, computed as ``|x|^2 - 2 x.y + |y|^2`` (one GEMM),
   clipped at 0 (rounding can make it slightly negative);

@@ -4,14 +4,14 @@ Gaussian processes and kernel PCA.
 k(x, x') for rows of X and Y, computed for whole matrices at once:
 
 * linear      k = <x, x'>
-* poly        k = (gamma <x, x'> + coef0)^degree      (seed 000 §12: homogeneous coef0=0, inhomogeneous 1)
+* poly        k = (gamma <x, x'> + coef0)^degree      ([Passerini §12]: homogeneous coef0=0, inhomogeneous 1)
 * rbf         k = exp(-gamma ||x - x'||^2)             (gamma = 1 / (2 sigma^2))
 * sigmoid     k = tanh(gamma <x, x'> + coef0)          (not PSD in general)
 * laplacian   k = exp(-gamma ||x - x'||_1)
 * cosine normalisation k~(x, x') = k(x, x') / sqrt(k(x, x) k(x', x'))
 
 Sums, products and positive scalings of valid kernels are valid kernels
-(seed 000 §12.4, notes/000.md W7; seed 001 §5.1, notes/001.md A23).
+([Passerini §12.4, §12.3.1]; [Colombo §5.1]).
 
 Composite kernels
 -----------------
@@ -608,7 +608,7 @@ class ScaledKernel(Kernel):
 
 
 class CosineKernel(Kernel):
-    """k~(x, x') = k(x, x') / sqrt(k(x, x) k(x', x')); k~(x, x) = 1 (seed 000 §12.4, eq. 12.15)."""
+    """k~(x, x') = k(x, x') / sqrt(k(x, x) k(x', x')); k~(x, x) = 1 ([Passerini §12.4, eq. 12.15])."""
 
     def __init__(self, kernel):
         self.kernel = kernel

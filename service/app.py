@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, train, v2
 from .api import metrics as metrics_api
-from .api.fastpath import PredictFrontDoor, predict_model_id
+from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
@@ -129,16 +129,21 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
 
 
 class OrchardApp(FastAPI):
-    """FastAPI with a front door: ``POST /v1/models/{id}/predict`` goes straight to ``PredictFrontDoor``
+    """FastAPI with a front door: ``POST /v1/models/{id}/predict`` and ``POST /v2/models/{name}/infer`` go
+    straight to ``PredictFrontDoor``
     (api/fastpath.py), skipping the middleware stack and routing; every other request takes the normal path."""
 
     predict_front_door: PredictFrontDoor | None = None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None:
-            model_id = predict_model_id(scope["path"])
+            path = scope["path"]
+            model_id = predict_model_id(path)
             if model_id is not None:
                 return await self.predict_front_door(scope, receive, send, model_id)
+            name = infer_model_name(path)
+            if name is not None:
+                return await self.predict_front_door(scope, receive, send, name, True)
         await super().__call__(scope, receive, send)
 
 
@@ -191,7 +196,8 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     _document_hand_parsed_bodies(app)
     recorder = RequestRecorder(metrics, settings.access_log)
     app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime, recorder,
-                                              metrics.on_predict_v1 if metrics else None, settings.max_body_bytes)
+                                              metrics.on_predict_v1 if metrics else None, settings.max_body_bytes,
+                                              metrics.on_predict_v2 if metrics else None)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)

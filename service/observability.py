@@ -254,7 +254,13 @@ class OrchardCollector:
         yield CounterMetricFamily("orchard_model_cache_hits", "Model cache hits", value=cache.hits)
         yield CounterMetricFamily("orchard_model_cache_misses", "Model cache misses (bundle loads)",
                                   value=cache.misses)
-        yield GaugeMetricFamily("orchard_model_cache_size_bytes", "Estimated bytes of loaded models",
+        yield CounterMetricFamily("orchard_model_cache_loads", "Model bundles loaded from the artifact store",
+                                  value=cache.loads)
+        yield CounterMetricFamily("orchard_model_cache_evictions", "Models evicted from the cache to fit its budget",
+                                  value=cache.evictions)
+        yield CounterMetricFamily("orchard_model_cache_load_seconds", "Seconds spent loading model bundles",
+                                  value=cache.load_seconds)
+        yield GaugeMetricFamily("orchard_model_cache_size_bytes", "Measured in-memory bytes of loaded models",
                                 value=cache.size_bytes)
         yield GaugeMetricFamily("orchard_model_cache_models", "Models loaded in the cache", value=len(cache))
 

@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="SQLAlchemy URL of the metadata store; default sqlite:///<data_dir>/orchard.db. PostgreSQL: postgresql+psycopg://user@host/db.")
     queue_url: str | None = Field(None, description="redis://... to run jobs on RQ workers (`orchard worker`); unset: embedded process pool.")
     queue_name: str = Field("orchard", description="Name of the RQ queue (API replicas and workers must agree).")
+    artifacts_url: str | None = Field(None, description="s3://bucket/prefix keeps datasets and models in an S3-compatible bucket (endpoint, credentials and region from the usual AWS_* variables); unset: files under data_dir.")
     secret_key: str | None = Field(None, description="HMAC-SHA256 key that signs artifacts; unset: a random key is generated once and kept in <data_dir>/secret.key.")
     workers: int = Field(default_factory=_default_workers, ge=0, description="Training worker processes of the embedded queue (default: one per core).")
     host: str = Field("127.0.0.1", description="Address `orchard serve` binds.")

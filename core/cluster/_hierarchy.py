@@ -1,6 +1,6 @@
 """Agglomerative merge tree from scratch (used by ``agglomerative_clustering``).
 
-Seeds: 000 §14.4.3 (bottom-up merging; linkages min, max, average, centroid), 003 §11.4.
+Sources: [Passerini §14.4.3] (bottom-up merging; linkages min, max, average, centroid), [Santini §11.4].
 Distances between a merged cluster (x u y) and any other cluster i follow the
 Lance-Williams recurrences (n_* are cluster sizes):
   single    d = min(d_xi, d_yi)

@@ -1,15 +1,15 @@
 """k-means engine shared by ``kmeans``, ``divisive_clustering``, ``spectral_clustering``
 and the k-means initialisation of ``gaussian_mixture``.
 
-Seeds: 000 §14.1 (k-means with Euclidean / Manhattan / cosine), 002 §3.1-3.2 (k-means++),
-003 §11.1, 004 §3.1 (Algorithm 2, distortion J = sum ||x - mu_c||^2).
+Sources: [Passerini §14.1] (k-means with Euclidean / Manhattan / cosine), [Arias §3.1-3.2] (k-means++),
+[Santini §11.1], [da Silva Neto §3.1] (Algorithm 2, distortion J = sum ||x - mu_c||^2).
 
 * euclidean: Lloyd, mu_j = weighted mean of C_j, cost = sum w ||x - mu_c||^2;
 * manhattan: k-medians, mu_j = weighted coordinate-wise median, cost = sum w ||x - mu_c||_1;
 * cosine: spherical k-means on unit rows, mu_j = normalised mean, cost = sum w (1 - cos).
 
 k-means++ samples candidates with probability proportional to the SQUARED distance to
-the closest chosen centre (Arthur & Vassilvitskii; departs from seed 002 §3.2 which prints
+the closest chosen centre (Arthur & Vassilvitskii; departs from [Arias §3.2] which prints
 the plain distance), with scikit-learn's greedy variant (2 + log k local trials).
 """
 
@@ -186,7 +186,7 @@ def kmeans_single(X, C, w, *, metric, max_iter, tol, x_sq=None, ctx=NULL_CONTEXT
         n_iter = it
         labels, cost = assign(X, C, metric, x_sq)
         if labels_old is not None and np.array_equal(labels, labels_old):
-            break  # strict convergence: assignments unchanged (seed 000 l.3048)
+            break  # strict convergence: assignments unchanged ([Passerini §14.1])
         C_new, counts = update_centres(X, labels, w, k, metric, C)
         C_new, labels, repaired = _repair_empty(X, labels, cost, counts, C_new, metric)
         shift = float(((C_new - C) ** 2).sum())

@@ -1,7 +1,7 @@
 """Agglomerative (bottom-up hierarchical) clustering (registry name ``agglomerative_clustering``).
 
-Seeds: 000 §14.4.3 (merge the two closest clusters until k remain; linkages min/max/average/
-centroid), 003 §11.4 (the dendrogram as output).  The merge tree is built from scratch by
+Sources: [Passerini §14.4.3] (merge the two closest clusters until k remain; linkages min/max/average/
+centroid), [Santini §11.4] (the dendrogram as output).  The merge tree is built from scratch by
 ``_hierarchy.linkage_matrix`` (nearest-neighbour chain with Lance-Williams updates; generic
 algorithm for centroid) and exposed as ``linkage_matrix_`` (scipy format), ``children_``
 and ``distances_`` (scikit-learn format).  The flat clustering cuts the tree at

@@ -1,6 +1,6 @@
 """Divisive (top-down) clustering by bisecting k-means (registry name ``divisive_clustering``).
 
-Seed: 000 §14.4.3 describes top-down recursive splitting without an algorithm; we use
+Source: [Passerini §14.4.3] describes top-down recursive splitting without an algorithm; we use
 bisecting k-means (Steinbach et al. 2000), as scikit-learn's BisectingKMeans: start from one
 cluster; n_clusters - 1 times, pick a leaf (``biggest_inertia``: largest within-cluster SSE;
 ``largest_cluster``: most points) and split it with 2-means (best of ``n_init`` runs).

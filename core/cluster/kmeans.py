@@ -1,6 +1,6 @@
 """k-means clustering (registry name ``kmeans``).
 
-Seeds: 000 §14.1, 002 §3.1-3.2, 003 §11.1, 004 §3.1.  Lloyd's alternation of
+Sources: [Passerini §14.1], [Arias §3.1-3.2], [Santini §11.1], [da Silva Neto §3.1].  Lloyd's alternation of
 assignment c_i = argmin_j d(x_i, mu_j) and update of mu_j, minimising
 J = sum_i w_i d(x_i, mu_{c_i}) (squared Euclidean for ``euclidean``; L1 for
 ``manhattan`` = k-medians; 1 - cos for ``cosine`` = spherical k-means).

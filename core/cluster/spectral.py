@@ -1,6 +1,6 @@
 """Spectral clustering (registry name ``spectral_clustering``).
 
-Seed: 003 §11.3 (graph of the data: Gaussian similarity W_ij = exp(-gamma ||x_i - x_j||^2) or a
+Source: [Santini §11.3] (graph of the data: Gaussian similarity W_ij = exp(-gamma ||x_i - x_j||^2) or a
 k-nearest-neighbour graph; relaxed minimum cut as an eigenproblem).  The notes give no Laplacian;
 we use Ng, Jordan & Weiss (2002): degree d_i = sum_j W_ij, symmetric normalised Laplacian
 L = I - D^{-1/2} W D^{-1/2}; the n_clusters eigenvectors of SMALLEST L eigenvalue (= largest of

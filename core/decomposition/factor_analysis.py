@@ -1,6 +1,6 @@
 """Factor analysis (registry name ``factor_analysis``).
 
-Seed: 004 §3.3 (A39): z ~ N(0, I_k), x = mu + Lambda z + eps, eps ~ N(0, Psi), Psi diagonal;
+Source: [da Silva Neto §3.3]: z ~ N(0, I_k), x = mu + Lambda z + eps, eps ~ N(0, Psi), Psi diagonal;
 marginal x ~ N(mu, C), C = Lambda Lambda^T + Psi.  The notes give the E-step
 (mu_{z|x} = Lambda^T C^{-1} (x - mu), Sigma_{z|x} = I - Lambda^T C^{-1} Lambda) and leave the M-step
 as a generic argmax; the closed form (Ghahramani & Hinton 1996) is, with S the sample covariance
@@ -52,7 +52,7 @@ class FactorAnalysis(Transformer):
         "n_components": Int(None, ge=1, le=10_000, doc="Number of factors (null: n_features)."),
         "tol": Float(1e-2, ge=0.0, le=1e6, doc="Stopping threshold on the increase of the log-likelihood."),
         "max_iter": Int(1000, ge=1, le=1_000_000),
-        "solver": Choice("em", choices=("em", "svd"), doc="EM (seed 004 §3.3) or scikit-learn's SVD method."),
+        "solver": Choice("em", choices=("em", "svd"), doc="EM ([da Silva Neto §3.3]) or scikit-learn's SVD method."),
         "noise_variance_init": Float(None, gt=0.0, le=1e12, doc="Initial value of every Psi_jj (null: 1)."),
     }
     reports_progress = True

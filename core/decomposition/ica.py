@@ -1,6 +1,6 @@
 """Independent component analysis by FastICA (registry name ``ica``).
 
-Seed: 004 §3.5 (A41): x = A s with independent non-Gaussian sources, unmixing W = A^{-1}.
+Source: [da Silva Neto §3.5]: x = A s with independent non-Gaussian sources, unmixing W = A^{-1}.
 The notes maximise l(W) by stochastic gradient ascent with an unspecified source density;
 we use FastICA (Hyvarinen 1999), the fixed-point maximisation of negentropy approximations
 with contrast G: ``logcosh`` (g = tanh(a u)), ``exp`` (g = u exp(-u^2/2)), ``cube`` (g = u^3).

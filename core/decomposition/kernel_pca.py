@@ -1,6 +1,6 @@
 """Kernel PCA (registry name ``kernel_pca``).
 
-Seed: 003 §10.6 (only the idea: PCA after the kernel trick).  Standard algorithm
+Source: [Santini §10.6] (only the idea: PCA after the kernel trick).  Standard algorithm
 (Schoelkopf et al. 1998): K = k(X, X); centre in feature space
 Kc = K - 1_n K - K 1_n + 1_n K 1_n (1_n = matrix of 1/n); eigendecomposition Kc = A diag(lambda) A^T
 (scipy.linalg.eigh, top components; zero eigenvalues removed); training projection

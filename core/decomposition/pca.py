@@ -1,12 +1,12 @@
 """Principal component analysis (registry name ``pca``).
 
-Seeds: 000 App. A, 001 §3.3.4, 003 ch. 10 (eig and SVD routes; lambda_i = s_i^2 / n for the
-population covariance), 004 §3.4.  Centre X, then either
+Sources: [Passerini App. A], [Colombo §3.3.4], [Santini ch. 10] (eig and SVD routes; lambda_i = s_i^2 / n for the
+population covariance), [da Silva Neto §3.4].  Centre X, then either
 * ``full``: thin SVD Xc = U S V^T, components = rows of V^T, variances s^2 / (n - 1);
 * ``eigen``: eigendecomposition of the covariance C = Xc^T Xc / (n - 1) (scipy.linalg.eigh);
 * ``randomized``: Halko et al. randomized range finder (power iterations), then SVD.
-The variances use n - 1 (unbiased, as scikit-learn); the seeds' 1/n differs only by a factor
-and gives the same components and ratios.  Projection Z = (X - mean) V_k^T (004 A40 encoding),
+The variances use n - 1 (unbiased, as scikit-learn); the notes' 1/n differs only by a factor
+and gives the same components and ratios.  Projection Z = (X - mean) V_k^T ([da Silva Neto §3.4] encoding),
 reconstruction X ~ Z V_k + mean; with ``whiten`` Z is divided by sqrt(explained_variance_).
 Sign convention: largest |entry| of each component positive (``_utils.flip_rows``).
 """

@@ -1,4 +1,4 @@
-"""Per-feature Bernoulli density: MLE or Beta-Bernoulli (seed 000 §5.5.1, notes W5)."""
+"""Per-feature Bernoulli density: MLE or Beta-Bernoulli ([Passerini §5.5.1])."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ class BernoulliDensity(Density):
     """Independent Bernoulli features ``P(x) = prod_j theta_j^x_j (1 - theta_j)^(1 - x_j)``.
 
     With h_j ones ("heads") and t_j zeros among the observed values of feature j:
-    MLE ``theta_j = h_j/(h_j + t_j)`` (seed 000 §5.5.1 l.1165; W5: 4/7); Bayesian with prior
+    MLE ``theta_j = h_j/(h_j + t_j)`` ([Passerini §5.5.1]: 4/7); Bayesian with prior
     ``Beta(alpha_h, alpha_t)``: posterior ``Beta(alpha_h + h, alpha_t + t)`` and predictive
-    ``P(x_j = 1 | D) = (alpha_h + h)/(alpha_h + alpha_t + h + t)`` (l.1181-1183; W5: 5/9 with 1, 1).
+    ``P(x_j = 1 | D) = (alpha_h + h)/(alpha_h + alpha_t + h + t)`` ([Passerini §5.5.1]: 5/9 with 1, 1).
     Missing values (NaN) are skipped at fit and in ``score_samples``.  An MLE probability of 0 or 1
     gives log density -inf to rows that contradict it.
     """

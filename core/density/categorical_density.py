@@ -1,4 +1,4 @@
-"""Per-feature categorical density: MLE or Dirichlet-categorical (seed 000 §5.5.2, seed 002 A.8)."""
+"""Per-feature categorical density: MLE or Dirichlet-categorical ([Passerini §5.5.2], [Arias Example A.8])."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ class CategoricalDensity(Density):
     """Independent categorical features on codes ``0..k_j - 1``.
 
     With counts ``N_jv`` of value v in feature j (``N_j`` observed values): MLE
-    ``theta_jv = N_jv/N_j`` (seed 000 §5.5.2 l.1207); Bayesian with a symmetric ``Dirichlet(alpha)``
-    prior: predictive ``theta_jv = (N_jv + alpha)/(N_j + alpha k_j)`` (l.1213; alpha = 1 is the
-    Laplace-smoothed die of seed 002 A.8).  ``k_j = max code + 1`` (at least ``min_categories``).
+    ``theta_jv = N_jv/N_j`` ([Passerini §5.5.2]); Bayesian with a symmetric ``Dirichlet(alpha)``
+    prior: predictive ``theta_jv = (N_jv + alpha)/(N_j + alpha k_j)`` ([Passerini §5.5.2]; alpha = 1 is the
+    Laplace-smoothed die of [Arias Example A.8]).  ``k_j = max code + 1`` (at least ``min_categories``).
     ``score_samples`` = ``sum_j log theta_{j, x_j}``; NaN is skipped; a code outside ``0..k_j - 1``
     (or with MLE probability 0) has log density -inf.
     """

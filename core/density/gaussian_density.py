@@ -1,4 +1,4 @@
-"""Multivariate Gaussian density: maximum likelihood or conjugate Bayesian (seed 000 §5.1.2, §5.2.1)."""
+"""Multivariate Gaussian density: maximum likelihood or conjugate Bayesian ([Passerini §5.1.2, §5.2.1])."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def _maha_logdet(X: np.ndarray, mean: np.ndarray, L: np.ndarray):
 class GaussianDensity(Density):
     """A multivariate normal density ``N(mu, Sigma)`` fitted by MLE or by a conjugate prior.
 
-    * ``method="mle"`` (seed 000 §5.1.2): ``mu = mean(x)``, ``Sigma = (1/n) sum (x - mu)(x - mu)^T``
-      (the seed's 1/n estimator) plus ``reg_covar`` on the diagonal.
-    * ``method="bayesian", prior="normal"`` (seed 000 §5.2.1, l.1050-1105): unknown mean with prior
+    * ``method="mle"`` ([Passerini §5.1.2]): ``mu = mean(x)``, ``Sigma = (1/n) sum (x - mu)(x - mu)^T``
+      (the notes' 1/n estimator) plus ``reg_covar`` on the diagonal.
+    * ``method="bayesian", prior="normal"`` ([Passerini §5.2.1]): unknown mean with prior
       ``mu ~ N(mu0, s0^2 I)`` and known covariance ``Sigma`` (``noise_variance * I``, or the MLE
       covariance as a plug-in when not given).  Posterior ``N(mu_n, Sigma_n)`` with
       ``Sigma_n = (Sigma0^-1 + n Sigma^-1)^-1`` and ``mu_n = Sigma_n (Sigma0^-1 mu0 + n Sigma^-1 xbar)``;

@@ -1,4 +1,4 @@
-"""Shared numerics of the discriminant analysers (seed 002 §4.2 C2-C4, seed 004 §1.4.1-1.4.2).
+"""Shared numerics of the discriminant analysers ([Arias §4.2], [da Silva Neto §1.4.1-1.4.2]).
 
 Covariance estimators follow scikit-learn: the empirical (1/n, maximum-likelihood) covariance,
 optionally shrunk toward ``mu I`` (``mu = tr(S)/d``) by a fixed amount or by the Ledoit-Wolf

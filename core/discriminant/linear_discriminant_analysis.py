@@ -1,4 +1,4 @@
-"""Linear discriminant analysis (seed 002 §4.2.1 C3, seed 004 §1.4.1 GDA with shared covariance)."""
+"""Linear discriminant analysis ([Arias §4.2.1], [da Silva Neto §1.4.1] GDA with shared covariance)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from ._base import PRIORS, SHRINKAGE, DiscriminantClassifier, class_stats, covar
 class LinearDiscriminantAnalysis(DiscriminantClassifier):
     """Gaussian classes with one shared covariance: linear boundaries.
 
-    ``g_k(x) = log pi_k + mu_k^T S^{-1} x - 1/2 mu_k^T S^{-1} mu_k`` (seed 002 C3 L423), with
-    maximum-likelihood means and the within-class covariance (seed 004 §1.4.1 L410-422; the
-    seed's pooled 1/m estimator).  Solvers as scikit-learn:
+    ``g_k(x) = log pi_k + mu_k^T S^{-1} x - 1/2 mu_k^T S^{-1} mu_k`` ([Arias §4.2.1]), with
+    maximum-likelihood means and the within-class covariance ([da Silva Neto §1.4.1]; the
+    notes' pooled 1/m estimator).  Solvers as scikit-learn:
 
     * ``svd``: no covariance matrix is formed; SVD of the within-class-standardised centred data,
       then of the whitened class centres (handles rank deficiency; ``tol`` drops tiny singular values);

@@ -1,4 +1,4 @@
-"""Quadratic discriminant analysis (seed 002 §4.2.1 C2)."""
+"""Quadratic discriminant analysis ([Arias §4.2.1])."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class QuadraticDiscriminantAnalysis(DiscriminantClassifier):
     """Gaussian classes, each with its own covariance: quadratic boundaries.
 
     ``g_k(x) = log pi_k - 1/2 log det S_k - d/2 log 2 pi - 1/2 (x - mu_k)^T S_k^{-1} (x - mu_k)``
-    (seed 002 C2 L420).  ``S_k`` is the maximum-likelihood (1/n_k) class covariance, as
+    ([Arias §4.2.1]).  ``S_k`` is the maximum-likelihood (1/n_k) class covariance, as
     scikit-learn >= 1.8, optionally shrunk (``shrinkage``) and then regularised
     ``(1 - reg_param) S_k + reg_param I`` (scikit-learn applies reg_param with its svd solver and
     shrinkage with its eigen solver; here both can be combined).  Scored through eigh factors.

@@ -1,4 +1,4 @@
-"""Regularised discriminant analysis (Friedman 1989; seed 002 §4.2.2 C4)."""
+"""Regularised discriminant analysis (Friedman 1989; [Arias §4.2.2])."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from ._base import (
 class RegularizedDiscriminantAnalysis(DiscriminantClassifier):
     """Gaussian classes whose covariances blend QDA and LDA, then shrink toward a scaled identity.
 
-    Seed 002 C4 (L449-450):
+    [Arias §4.2.2]:
     ``S_k(alpha) = alpha S_k + (1 - alpha) S``  (alpha = 1: QDA, alpha = 0: LDA) and
     ``S_k(alpha, gamma) = (1 - gamma) S_k(alpha) + gamma (tr S_k(alpha) / d) I``.
     ``S_k`` is the maximum-likelihood class covariance and ``S = sum_k (n_k/n) S_k`` the pooled
     within-class covariance, so alpha = 1, gamma = 0 is ``quadratic_discriminant_analysis`` and
     alpha = 0 gives the posteriors of ``linear_discriminant_analysis``.  (Friedman's original
-    blends scatter matrices weighted by sample counts; the seed's convex blend of covariances
+    blends scatter matrices weighted by sample counts; the notes' convex blend of covariances
     is used here.)
     """
 

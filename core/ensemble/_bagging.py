@@ -1,4 +1,4 @@
-"""Shared bagging machinery (seed 000 §16.1, notes/000.md §1.24; 004 §1.8.4).
+"""Shared bagging machinery ([Passerini §16.1]; [da Silva Neto §1.8.4]).
 
 m bootstrap datasets D^(i) (drawn with replacement, |D^(i)| = max_samples),
 f^(i) = A(D^(i)) for any registered base algorithm A given as

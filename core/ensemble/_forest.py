@@ -1,4 +1,4 @@
-"""Shared random-forest machinery (seed 000 §2.4 and §16.1, notes/000.md §1.2, §1.24).
+"""Shared random-forest machinery ([Passerini §2.4, §16.1]).
 
 A forest bins the training matrix ONCE and grows every tree on a bootstrap
 sample given as integer counts used as sample weights (equivalent to

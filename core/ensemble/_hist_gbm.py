@@ -1,6 +1,6 @@
 """Shared engine of the histogram gradient boosting classifier and regressor.
 
-Gradient boosting (seed 001 §3.4.2 describes boosting in words; seed 004 §1.8.5)
+Gradient boosting ([Colombo §3.4.2] describes boosting in words; [da Silva Neto §1.8.5])
 fits an additive model ``F_M(x) = F_0 + sum_m f_m(x)`` stage-wise: at iteration
 ``m`` each tree ``f_m`` is a second-order (Newton) fit to the loss gradients
 ``g_i`` and hessians ``h_i`` at ``F_{m-1}``, with leaf values

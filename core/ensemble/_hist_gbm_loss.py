@@ -2,7 +2,7 @@
 
 Raw predictions ``F`` have shape ``(n,)`` (one tree per iteration) or ``(n, K)``
 (multiclass: one tree per class per iteration).  Gradients and hessians are of
-the loss with respect to ``F`` (seed 001 §3.4 describes boosting in words; the
+the loss with respect to ``F`` ([Colombo §3.4] describes boosting in words; the
 second-order step is Friedman's / XGBoost's Newton step, as in scikit-learn):
 
 * squared error  ``l = (F - y)^2 / 2``:           ``g = F - y``,  ``h = 1``

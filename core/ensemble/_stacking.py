@@ -1,6 +1,6 @@
 """Shared machinery of the stacking classifier and regressor.
 
-Seed 000 §16.2 (l.3698-3714): base models ``f^(i) = A^(i)(D)`` and a
+[Passerini §16.2]: base models ``f^(i) = A^(i)(D)`` and a
 meta-learner ``g = A_META([f^(1)..f^(m)], D')`` that **must be trained on data
 the base models did not see**, otherwise it just trusts the base model that
 overfits most.  Here ``D'`` is the out-of-fold predictions of a ``cv``-fold

@@ -1,4 +1,4 @@
-"""Discrete AdaBoost with SAMME for multiclass (seed 000 §16.3, Algorithm 10; 004 §1.8.5).
+"""Discrete AdaBoost with SAMME for multiclass ([Passerini §16.3, Algorithm 10]; [da Silva Neto §1.8.5]).
 
 d^(0) = sample weights normalised; at round m a base learner f^(m) is fitted on
 (X, y, d^(m-1)); weighted error err = sum_n d_n [y_n != f^(m)(x_n)] / sum_n d_n;
@@ -8,7 +8,7 @@ the vote); d_n <- d_n exp(alpha_m [y_n != f^(m)(x_n)]), normalised.
 Prediction: argmax_k sum_m alpha_m [f^(m)(x) = k]; predict_proba is the softmax of the
 symmetric SAMME scores (see decision_function), as scikit-learn.
 
-Edge cases (the notes leave them open, notes/000.md §1.24 [GAP]):
+Edge cases (the notes leave them open, [Passerini §16] [GAP]):
 * err = 0: the learner is perfect; it is kept with the large finite weight
   alpha = learning_rate * (log((1 - 1e-10) / 1e-10) + log(K - 1)) and boosting stops.
 * err >= 1 - 1/K (no better than chance): the learner is discarded and boosting

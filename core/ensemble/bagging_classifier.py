@@ -1,4 +1,4 @@
-"""Bagging classifier (seed 000 §16.1; 004 §1.8.4): bootstrap aggregation of any registered classifier.
+"""Bagging classifier ([Passerini §16.1]; [da Silva Neto §1.8.4]): bootstrap aggregation of any registered classifier.
 
 Combiner: soft vote (1/m) sum_i f^(i)(x) when every member has predict_proba,
 else majority vote.  ``oob_score_``: accuracy of the out-of-bag vote.

@@ -1,4 +1,4 @@
-"""Bagging regressor (seed 000 §16.1.2 "mean" combiner; 004 §1.8.4): yhat = (1/m) sum_i f^(i)(x)."""
+"""Bagging regressor ([Passerini §16.1.2] "mean" combiner; [da Silva Neto §1.8.4]): yhat = (1/m) sum_i f^(i)(x)."""
 
 from __future__ import annotations
 

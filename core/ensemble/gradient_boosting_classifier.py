@@ -22,7 +22,7 @@ class GradientBoostingClassifier(HistGradientBoostingMixin, Classifier):
     Binary: one tree per iteration on the log-odds, ``p = sigmoid(F)``.
     Multiclass (K classes): K trees per iteration, ``p = softmax(F_1..F_K)``.
     Loss gradients ``g = p - y`` and hessians ``h = p (1 - p)``; leaf values
-    ``-learning_rate * G / (H + l2_regularization)`` (seed 001 §3.4.2, seed 004 §1.8.5).
+    ``-learning_rate * G / (H + l2_regularization)`` ([Colombo §3.4.2], [da Silva Neto §1.8.5]).
     Missing values (NaN) are handled natively: each split learns which side they go.
     """
 

@@ -20,7 +20,7 @@ class GradientBoostingRegressor(HistGradientBoostingMixin, Regressor):
     ``squared_error``: ``g = F - y``, ``h = 1``, leaf ``-learning_rate * G / (H + l2)``
     (the mean residual when ``l2 = 0``).  ``absolute_error``: trees fit ``sign(F - y)``
     and each leaf is then set to ``learning_rate`` times its median residual.
-    Seed 001 §3.4.2, seed 004 §1.8.5.
+    [Colombo §3.4.2], [da Silva Neto §1.8.5].
     """
 
     name = "gradient_boosting_regressor"

@@ -1,7 +1,7 @@
-"""Random-forest classifier (seed 000 §2.4, §16.1.2; 003 §5.6; 004 §1.8.3).
+"""Random-forest classifier ([Passerini §2.4, §16.1.2]; [Santini §5.6]; [da Silva Neto §1.8.3]).
 
 Bagged decision trees with a random feature subset at each split.  Combiners
-(seed 000 §16.1.2): soft voting argmax_y (1/m) sum_i f_y^(i)(x) (default, as
+([Passerini §16.1.2]): soft voting argmax_y (1/m) sum_i f_y^(i)(x) (default, as
 scikit-learn) or hard (majority) voting argmax_y sum_i [y = yhat^(i)(x)].
 ``oob_score_`` is the accuracy of the out-of-bag soft vote (§16.1.1).
 """

@@ -1,4 +1,4 @@
-"""Random-forest regressor (seed 000 §16.1.2 "mean" combiner; 004 §1.8.3).
+"""Random-forest regressor ([Passerini §16.1.2] "mean" combiner; [da Silva Neto §1.8.3]).
 
 yhat = (1/m) sum_i f^(i)(x) over bagged regression trees grown with a random
 feature subset per split (default: all features, as scikit-learn's 1.0).

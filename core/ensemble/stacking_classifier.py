@@ -18,7 +18,7 @@ __all__ = ["StackingClassifier"]
 
 @register
 class StackingClassifier(Classifier):
-    """Stacked generalisation for classification (seed 000 §16.2, l.3698-3714).
+    """Stacked generalisation for classification ([Passerini §16.2]).
 
     Each base classifier in ``estimators`` is cross-validated with ``cv``
     stratified folds; its out-of-fold class probabilities (``stack_method``

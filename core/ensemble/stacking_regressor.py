@@ -17,7 +17,7 @@ __all__ = ["StackingRegressor"]
 
 @register
 class StackingRegressor(Regressor):
-    """Stacked generalisation for regression (seed 000 §16.2, l.3698-3714).
+    """Stacked generalisation for regression ([Passerini §16.2]).
 
     The out-of-fold predictions of each base regressor (``cv`` shuffled folds)
     are the meta-features on which ``final_estimator`` is trained, so the

@@ -1,19 +1,19 @@
 """Discrete Bayesian networks: CPTs, exact inference by variable elimination, d-separation,
 parameter learning by MLE / Dirichlet MAP and EM.
 
-Seed 000 §6-7 (notes/000.md §1.7-1.8, W3, W4).
+[Passerini §6-7].
 
-* Factorisation (seed l.1261): ``p(x_1..x_m) = prod_i p(x_i | Pa(x_i))``.
+* Factorisation ([Passerini §6]): ``p(x_1..x_m) = prod_i p(x_i | Pa(x_i))``.
 * Inference (the notes give no algorithm, [GAP]): sum-product variable elimination over
   factor tables.  Evidence is applied by indexing each CPT; every factor may carry a
   leading *batch* axis (one row per query case), so a whole data set is answered with a
   few ``np.einsum`` calls.  Variables that are not ancestors of the query or the evidence
   are barren and pruned (their CPTs sum to one).  Per-row rescaling keeps products from
   underflowing; the scales are accumulated, so ``log P(evidence)`` is exact.
-* d-separation (seed l.1503-1519) by the reachability ("Bayes-ball") algorithm of Koller &
+* d-separation ([Passerini §6]) by the reachability ("Bayes-ball") algorithm of Koller &
   Friedman (Alg. 3.1): a trail is active iff every head-to-head node on it is in, or has a
   descendant in, the conditioning set and no other node on it is in that set.
-* Parameters (seed 7.6): ``theta_{x|u} = (N_{u,x} + alpha) / sum_x (N_{u,x} + alpha)``;
+* Parameters ([Passerini §7.6]): ``theta_{x|u} = (N_{u,x} + alpha) / sum_x (N_{u,x} + alpha)``;
   ``alpha = 0`` is the MLE (7.4).  A parent configuration never seen with ``alpha = 0`` gets
   a uniform distribution (0/0 is undefined).  With missing values, EM (7.7-7.8) replaces
   counts by expected counts computed with the inference above.
@@ -46,7 +46,7 @@ class BayesianNetwork:
     cpts:
         optional ``{variable: table}`` (see the module docstring for the layout).
 
-    Example (seed 000 W3, genes A -> C <- B)::
+    Example ([Passerini §6.2], genes A -> C <- B)::
 
         bn = BayesianNetwork([("A", "C"), ("B", "C")], {"A": 2, "B": 2, "C": 2})
         bn.set_cpt("A", [0.3, 0.7]); bn.set_cpt("B", [0.3, 0.7])
@@ -133,7 +133,7 @@ class BayesianNetwork:
         return s
 
     def d_separated(self, x, y, given=()) -> bool:
-        """True iff every trail between ``x`` and ``y`` is blocked by ``given`` (seed l.1503).
+        """True iff every trail between ``x`` and ``y`` is blocked by ``given`` ([Passerini §6]).
 
         ``x``, ``y``, ``given``: a variable or an iterable of variables (disjoint sets).
         Reachability / Bayes-ball (Koller & Friedman Alg. 3.1), O(nodes + edges).
@@ -364,8 +364,8 @@ class BayesianNetwork:
     def fit(self, data, *, alpha: float = 0.0, max_iter: int = 100, tol: float = 1e-6,
             callback: Callable[[int, float], None] | None = None, sample_weight=None):
         """Learn every CPT from ``data`` (n x len(nodes) state codes in ``self.nodes`` order,
-        NaN = missing).  Complete data: closed form (seed 7.4/7.6).  Missing values: EM
-        (seed 7.7-7.8), initialised from the available-case counts, stopped when the
+        NaN = missing).  Complete data: closed form ([Passerini §7.4, §7.6]).  Missing values: EM
+        ([Passerini §7.7-7.8]), initialised from the available-case counts, stopped when the
         observed-data log-likelihood (+ log prior) improves by less than ``tol`` (relative to
         the number of rows).  ``callback(iteration, log_likelihood)`` runs after each EM step.
         ``sample_weight`` (n,) weights every row's (expected) counts and log-likelihood.

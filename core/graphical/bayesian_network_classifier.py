@@ -1,10 +1,10 @@
 """``bayesian_network_classifier``: a discrete Bayesian network over the features and the class.
 
-Seed 000 §6-8 (notes/000.md §1.7-1.9): the class posterior ``P(y | x_observed)`` is computed
+[Passerini §6-8]: the class posterior ``P(y | x_observed)`` is computed
 by exact inference (variable elimination, ``core.graphical.bayesian_network``) in a network
 with a given DAG, or the naive-Bayes structure ``y -> every feature`` by default.  CPTs are
-fitted by MLE (``alpha=0``) or Dirichlet MAP ``(N + alpha) / sum(N + alpha)`` (seed 7.6);
-with missing values they are fitted by EM (seed 7.7-7.8), one ``ctx.step`` per EM step.
+fitted by MLE (``alpha=0``) or Dirichlet MAP ``(N + alpha) / sum(N + alpha)`` ([Passerini §7.6]);
+with missing values they are fitted by EM ([Passerini §7.7-7.8]), one ``ctx.step`` per EM step.
 
 Node encoding of ``edges`` (list of ``[parent, child]`` pairs):
   * an integer ``j`` is feature column ``j`` of ``X`` (0-based, the order the service uses);

@@ -1,6 +1,6 @@
 """Gaussian process regression with hyperparameters fitted by maximising the evidence.
 
-Model (seed 001 §5.2, notes/001.md A28): t = y(x) + eps, y ~ GP(0, k_theta), so
+Model ([Colombo §5.2]): t = y(x) + eps, y ~ GP(0, k_theta), so
 t ~ N(0, C) with C = K_theta + alpha I (alpha: jitter / known noise; a ``white``
 kernel term models unknown noise).  With L = chol(C) and a = C^{-1} t
 (two triangular solves, never an explicit inverse):
@@ -12,8 +12,8 @@ kernel term models unknown noise).  With L = chol(C) and a = C^{-1} t
 theta = log hyperparameters, optimised by L-BFGS-B (scipy) within log bounds,
 from the initial values and ``n_restarts_optimizer`` starts drawn log-uniformly.
 
-Prediction at x*: mean = k*^T a, var = k(x*, x*) - ||L^{-1} k*||^2.  Note the seed's
-erratum (A28): the variance returned is that of k(x*, x*) as given by the kernel,
+Prediction at x*: mean = k*^T a, var = k(x*, x*) - ||L^{-1} k*||^2.  Note the erratum in
+[Colombo §5.2]: the variance returned is that of k(x*, x*) as given by the kernel,
 so it includes the noise of a ``white`` term (as scikit-learn) but not ``alpha``.
 """
 

@@ -1,8 +1,8 @@
 """Kernel (dual) perceptron, multiclass one-vs-rest.
 
-Seed 001 §6 (notes/001.md A24, eq. 68): with w starting at 0, w = sum_n a_n t_n phi(x_n),
+[Colombo §6, eq. 68]: with w starting at 0, w = sum_n a_n t_n phi(x_n),
 so f(x) = sum_n a_n t_n k(x_n, x) (+ b) and the perceptron rule "on a mistake
-t_i f(x_i) <= 0, w += t_i phi(x_i)" becomes a_i += 1, b += t_i (seed 000 §10).
+t_i f(x_i) <= 0, w += t_i phi(x_i)" becomes a_i += 1, b += t_i ([Passerini §10]).
 
 All one-vs-rest perceptrons are trained in the same pass over the (shuffled)
 samples.  The scores f(x_t) of all training points are kept current

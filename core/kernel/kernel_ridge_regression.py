@@ -1,9 +1,9 @@
-"""Kernel ridge regression: ridge regression in the dual (seed 001 §5.1.2, notes/001.md A22).
+"""Kernel ridge regression: ridge regression in the dual ([Colombo §5.1.2]).
 
 a = (K + alpha I)^{-1} t (eq. 57), solved by Cholesky (fallback: least squares when
 K + alpha I is singular or indefinite), prediction y(x) = k(x)^T a.  With sample
 weights s the weighted problem is solved as scikit-learn does: K <- S^1/2 K S^1/2,
-t <- S^1/2 t, a <- S^1/2 a.  (Seed erratum, A22: K = Phi Phi^T, not Phi^T Phi.)
+t <- S^1/2 t, a <- S^1/2 a.  (Erratum in [Colombo §5.1.2]: K = Phi Phi^T, not Phi^T Phi.)
 No intercept, as KernelRidge.
 """
 
@@ -35,7 +35,7 @@ class KernelRidgeRegression(Regressor):
     fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Kernel ridge regression: dual coefficients (K + alpha I)^-1 y with any kernel."
     params = {
-        "alpha": Float(1.0, ge=0, le=1e12, doc="Ridge penalty (lambda of the seed)."),
+        "alpha": Float(1.0, ge=0, le=1e12, doc="Ridge penalty (lambda of [Colombo §5.1.2])."),
         "kernel": KernelSpec("linear"),
         "gamma": OneOf(
             None,

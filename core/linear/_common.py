@@ -2,7 +2,7 @@
 
 Intercepts are handled by (weighted) centring, as scikit-learn does: the
 penalised problem is solved on ``X - x_mean``, ``y - y_mean`` and the intercept is
-``y_mean - x_mean @ w``, so the intercept is never penalised (seed 001 §1.3.1
+``y_mean - x_mean @ w``, so the intercept is never penalised ([Colombo §1.3.1]
 penalises w_0 in its formulas; we follow the usual convention and say so).
 """
 
@@ -49,8 +49,8 @@ def solve_lstsq(X, y):
 def solve_normal_equation(X, y, alpha: float = 0.0):
     """Solve ``(X^T X + alpha I) w = X^T y`` by Cholesky (never an explicit inverse).
 
-    Seed 001 eq. 10 / 21, seed 004 §1.1.3.  When ``X^T X`` is singular (seed 001
-    erratum L177: PSD is not invertible) the Cholesky factorisation fails and we
+    [Colombo eq. 10/21], [da Silva Neto §1.1.3].  When ``X^T X`` is singular ([Colombo §1.2.1]
+    has an erratum: PSD is not invertible) the Cholesky factorisation fails and we
     fall back to the minimum-norm SVD solution.
     """
     A = X.T @ X

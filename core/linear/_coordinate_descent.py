@@ -3,10 +3,10 @@
     1/(2n) sum_i s_i (y_i - b - x_i^T w)^2 + alpha * l1_ratio * ||w||_1
                                          + alpha * (1 - l1_ratio) / 2 * ||w||_2^2
 
-(s normalised to sum to n; l1_ratio = 1 is the lasso.  Seed 001 §1.3.2 writes the
-lasso as 1/2 RSS + lambda/2 ||w||_1 and gives no solver; seed 002 §2.8 uses
+(s normalised to sum to n; l1_ratio = 1 is the lasso.  [Colombo §1.3.2] writes the
+lasso as 1/2 RSS + lambda/2 ||w||_1 and gives no solver; [Arias §2.8] uses
 ||y - X theta||^2 + lambda ||theta||_1.  All are the same problem up to a rescaling
-of the penalty: alpha = lambda / (2n) for seed 001's form.)
+of the penalty: alpha = lambda / (2n) for [Colombo]'s form.)
 
 Each coordinate update is the closed-form soft-threshold
 

@@ -1,10 +1,10 @@
 """Engine shared by ``linear_regression`` and ``ridge_regression``.
 
-Objective (seed 001 eq. 20 with per-sample weights s_i and an unpenalised intercept):
+Objective ([Colombo eq. 20] with per-sample weights s_i and an unpenalised intercept):
 
     L(w, b) = 1/2 sum_i s_i (y_i - b - phi(x_i)^T w)^2 + alpha/2 ||w||^2
 
-(alpha = 0 is ordinary least squares, seed 001 eq. 7-10; scikit-learn's Ridge
+(alpha = 0 is ordinary least squares, [Colombo eq. 7-10]; scikit-learn's Ridge
 minimises twice this, same minimiser).  Solvers:
 
 * ``normal_equation`` / ``cholesky``: Cholesky of (Phi^T S Phi + alpha I); falls back

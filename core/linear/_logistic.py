@@ -11,15 +11,15 @@ penalised, and
     elasticnet:  pen = l1_ratio ||W||_1 + (1 - l1_ratio)/2 ||W||^2
     none:        pen = 0.
 
-Binary (seed 001 §2.4, seed 004 §1.2.3): l_i = log(1 + e^{z_i}) - y_i z_i,
-z = x^T w + b, gradient X^T s (sigma(z) - y) (seed 001 L705; the notes' update at
-L711 has the ascent sign, erratum).  Multinomial (seed 001 §2.4.2, seed 004 §1.3.4):
+Binary ([Colombo §2.4], [da Silva Neto §1.2.3]): l_i = log(1 + e^{z_i}) - y_i z_i,
+z = x^T w + b, gradient X^T s (sigma(z) - y) ([Colombo §2.4]; the notes' update
+rule has the ascent sign, erratum).  Multinomial ([Colombo §2.4.2], [da Silva Neto §1.3.4]):
 l_i = logsumexp_k(z_ik) - z_{i,y_i}, gradient (P - Y)^T X, one weight vector per
 class (the full, penalised parameterisation that sklearn uses).  Log-sum-exp and
 ``scipy.special.expit``/``log_expit`` keep everything finite.
 
 Solvers: ``lbfgs`` (scipy L-BFGS-B, smooth penalties), ``newton`` (IRLS: Newton steps
-H d = -g with the exact Hessian, Cholesky, backtracking line search; seed 004 §1.2.4),
+H d = -g with the exact Hessian, Cholesky, backtracking line search; [da Silva Neto §1.2.4]),
 ``gd`` (accelerated proximal gradient: L1 via soft-thresholding, i.e. FISTA) and
 ``sgd`` (mini-batch proximal SGD).  L1/elastic-net need ``gd`` or ``sgd``
 (docs/decisions/linear-logistic-solvers.md).

@@ -3,11 +3,11 @@
 * :func:`accelerated_gradient`: batch (proximal) gradient descent with step 1/L and
   Nesterov/FISTA momentum with adaptive restart (Beck & Teboulle 2009;
   O'Donoghue & Candes 2015).  Without a proximal operator it is batch gradient
-  descent (seed 004 §1.1.2, seed 001 eq. 16) sped up by momentum; with the
+  descent ([da Silva Neto §1.1.2], [Colombo eq. 16]) sped up by momentum; with the
   soft-threshold prox it solves L1 / elastic-net penalised problems.
 * :func:`minibatch_sgd`: stochastic gradient descent over shuffled mini-batches
-  (seed 001 §1.2.3, seed 004 §1.1.2) with a Robbins-Monro step
-  ``eta_e = eta0 / sqrt(1 + e)`` (seed 001 eq. 17 is garbled; this is the intended
+  ([Colombo §1.2.3], [da Silva Neto §1.1.2]) with a Robbins-Monro step
+  ``eta_e = eta0 / sqrt(1 + e)`` ([Colombo eq. 17] is garbled; this is the intended
   sum(eta) = inf condition) and Polyak-Ruppert averaging of the iterates, plus an
   optional proximal step (truncated gradient) for L1 penalties.
 """

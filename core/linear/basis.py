@@ -1,7 +1,7 @@
 """Fixed basis-function expansions phi(x) shared by the linear regressors.
 
-Seed 001 §1.1.2 (A2): ``y(x, w) = w_0 + sum_j w_j phi_j(x)``; the model stays
-linear in ``w``.  Seed 002 §2.4 gives the polynomial map; seed 001 L586 names
+[Colombo §1.1.2]: ``y(x, w) = w_0 + sum_j w_j phi_j(x)``; the model stays
+linear in ``w``.  [Arias §2.4] gives the polynomial map; [Colombo §2.2.2] names
 Gaussian basis functions with centres; sigmoidal basis functions are Bishop's
 third standard family (not in the notes; documented in
 docs/decisions/linear-basis-expansions.md).

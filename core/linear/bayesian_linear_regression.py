@@ -1,17 +1,17 @@
 """Bayesian linear regression with a Gaussian prior, optional evidence maximisation.
 
-Seed 001 §1.4 (A11-A12), seed 002 §2.9 (A8).  Prior w ~ N(0, alpha^{-1} I) (alpha =
+[Colombo §1.4], [Arias §2.9].  Prior w ~ N(0, alpha^{-1} I) (alpha =
 prior precision = 1/tau^2), likelihood t ~ N(Phi w, beta^{-1} I) (beta = noise
 precision = 1/sigma^2).  Posterior N(m_N, S_N):
 
     S_N^{-1} = alpha I + beta Phi^T S Phi,      m_N = beta S_N Phi^T S t
 
-(seed 001 L414-416 with w_0 = 0, S_0 = tau^2 I; the posterior mean is ridge with
-lambda = alpha / beta = sigma^2 / tau^2, seed 001 eq. 26).  Predictive (seed 001
-eq. 27-28): mean m_N^T phi(x), variance 1/beta + phi(x)^T S_N phi(x).
+([Colombo §1.4] with w_0 = 0, S_0 = tau^2 I; the posterior mean is ridge with
+lambda = alpha / beta = sigma^2 / tau^2, [Colombo eq. 26]).  Predictive ([Colombo eq. 27-28]):
+mean m_N^T phi(x), variance 1/beta + phi(x)^T S_N phi(x).
 
 With ``fit_hyperparameters`` alpha and beta are re-estimated by MacKay's
-evidence-maximisation fixed point (Bishop PRML §3.5.2; not in the notes):
+evidence-maximisation fixed point ([Bishop §3.5.2]; not in the notes):
 
     gamma = sum_i beta l_i / (alpha + beta l_i)   (l_i eigenvalues of Phi^T S Phi)
     alpha = gamma / ||m_N||^2,   beta = (n - gamma) / ||t - Phi m_N||^2

@@ -2,7 +2,7 @@
 
 Objective as sklearn.linear_model.ElasticNet:
 1/(2n) ||y - Xw||^2 + alpha l1_ratio ||w||_1 + alpha (1 - l1_ratio)/2 ||w||^2.
-Not in the seeds (catalogue: "beyond"); the solver is the lasso's (_coordinate_descent).
+Not in the course notes; the solver is the lasso's (_coordinate_descent).
 """
 
 from __future__ import annotations

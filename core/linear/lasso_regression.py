@@ -1,6 +1,6 @@
 """Lasso: L1-penalised least squares by coordinate descent with soft-thresholding.
 
-Seed 001 §1.3.2 (objective only, no solver), seed 002 §2.8.  Objective as
+[Colombo §1.3.2] (objective only, no solver), [Arias §2.8].  Objective as
 sklearn.linear_model.Lasso: 1/(2n) ||y - Xw||^2 + alpha ||w||_1 (see _coordinate_descent).
 """
 

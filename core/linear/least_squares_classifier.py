@@ -1,11 +1,11 @@
 """Least squares for classification: regress coded targets, predict the argmax.
 
-Seed 001 §2.2 (eq. 35): W = (X~^T X~)^{-1} X~^T T with 1-of-K targets T.  Solved by
+[Colombo §2.2, eq. 35]: W = (X~^T X~)^{-1} X~^T T with 1-of-K targets T.  Solved by
 LAPACK least squares (minimum-norm, rank-deficient safe) or, with ``alpha`` > 0, by
 ridge (Cholesky), with an unpenalised intercept (centring).  ``target_encoding``:
 ``one_hot`` (the notes' 0/1 coding) or ``pm1`` (+1/-1, sklearn RidgeClassifier);
 both give the same argmax up to the penalty.  Two classes use one column
-(sign decides).  No probabilities: the outputs are not calibrated (seed 001 §2.2.1).
+(sign decides).  No probabilities: the outputs are not calibrated ([Colombo §2.2.1]).
 """
 
 from __future__ import annotations

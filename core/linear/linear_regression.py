@@ -1,7 +1,7 @@
 """Ordinary least-squares linear regression with optional basis expansion.
 
-Seed 001 §1.1-1.2 (eq. 7-10: w = (Phi^T Phi)^{-1} Phi^T t, solved here by Cholesky or
-SVD, never by an explicit inverse), seed 002 §2, seed 004 §1.1 (batch GD and SGD,
+[Colombo §1.1-1.2] (eq. 7-10: w = (Phi^T Phi)^{-1} Phi^T t, solved here by Cholesky or
+SVD, never by an explicit inverse), [Arias §2], [da Silva Neto §1.1] (batch GD and SGD,
 LMS rule).  Reference: sklearn.linear_model.LinearRegression.
 """
 
@@ -14,7 +14,7 @@ from ._least_squares import BasisLeastSquaresRegressor
 
 @register
 class LinearRegression(BasisLeastSquaresRegressor):
-    """min_w 1/2 sum_i s_i (y_i - b - phi(x_i)^T w)^2 (seed 001 eq. 7)."""
+    """min_w 1/2 sum_i s_i (y_i - b - phi(x_i)^T w)^2 ([Colombo eq. 7])."""
 
     name = "linear_regression"
     summary = "Least-squares linear regression (normal equation, SVD, GD or SGD) with basis expansions."

@@ -1,6 +1,6 @@
 """Locally weighted linear regression (LWR), solved per query point.
 
-Seed 004 §1.2.1 (A5): for a query x, minimise sum_i w_i (y_i - theta^T x_i)^2 with
+[da Silva Neto §1.2.1]: for a query x, minimise sum_i w_i (y_i - theta^T x_i)^2 with
 w_i = exp(-||x_i - x||^2 / (2 tau^2)) (the notes write the scalar form; we use the
 Euclidean norm).  The weighted normal equations
 

@@ -1,6 +1,6 @@
 """Logistic regression: binary (sigmoid), multinomial (softmax) or one-vs-rest.
 
-Seed 001 §2.4, seed 003 §9.4, seed 004 §1.2.3-1.3.4.  Objective as
+[Colombo §2.4], [Santini §9.4], [da Silva Neto §1.2.3-1.3.4].  Objective as
 sklearn.linear_model.LogisticRegression: C * sum_i s_i l_i + pen(w) (see _logistic).
 """
 

@@ -1,14 +1,14 @@
 """Rosenblatt perceptron, one-vs-rest or one-vs-one for several classes.
 
-Seed 000 §10 (eq. 10.5-10.6), seed 001 §2.3 (Algorithm 1, eq. 37), seed 004 §1.3.1.
+[Passerini §10, eq. 10.5-10.6], [Colombo §2.3, Algorithm 1, eq. 37], [da Silva Neto §1.3.1].
 For targets t in {-1, +1}: a sample with t (w^T x + b) <= 0 is a mistake and triggers
 w <- w + eta0 s_i t x, b <- b + eta0 s_i t (the perceptron criterion's SGD step).
 Weights start at zero; samples are visited in a (per-epoch shuffled) order.
 The notes loop "until converged", which need not terminate on non-separable
-data (seed 001 L655), so like sklearn.linear_model.Perceptron we stop after
+data ([Colombo §2.3]), so like sklearn.linear_model.Perceptron we stop after
 ``max_iter`` epochs, or when the epoch's perceptron loss sum max(0, -t z) has not
 improved by ``tol * n`` for ``n_iter_no_change`` epochs, or when an epoch makes no
-mistake.  Prediction follows sklearn: class +1 iff w^T x + b > 0 (seed 004 L274
+mistake.  Prediction follows sklearn: class +1 iff w^T x + b > 0 ([da Silva Neto §1.3.1]
 writes g(0) = 1; the tie only matters on the boundary itself).
 
 All binary sub-problems (one per class for OvR, one per pair for OvO) are trained

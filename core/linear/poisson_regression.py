@@ -1,7 +1,7 @@
 """Poisson regression: GLM with log link, fitted by Newton / IRLS, L2 penalty.
 
-Seed 004 §1.3.2-1.3.3 (exponential family, GLMs; the Poisson response exp(eta) is
-implied at L320 but not written).  Objective as sklearn.linear_model.PoissonRegressor:
+[da Silva Neto §1.3.2-1.3.3] (exponential family, GLMs; the Poisson response exp(eta) is
+implied in §1.3.2 but not written).  Objective as sklearn.linear_model.PoissonRegressor:
 
     F(w, b) = 1/(2S) sum_i s_i d(y_i, mu_i) + alpha/2 ||w||^2,   mu = exp(X w + b),
     d(y, mu) = 2 (y log(y/mu) - y + mu)

@@ -1,6 +1,6 @@
 """Ridge regression (L2-penalised least squares) with optional basis expansion.
 
-Seed 001 §1.3.1 eq. 20-21: w = (lambda I + Phi^T Phi)^{-1} Phi^T t; seed 002 §2.7.
+[Colombo §1.3.1, eq. 20-21]: w = (lambda I + Phi^T Phi)^{-1} Phi^T t; [Arias §2.7].
 The intercept is not penalised (the notes penalise w_0 too; we follow scikit-learn).
 Reference: sklearn.linear_model.Ridge (objective ||y - Xw||^2 + alpha ||w||^2).
 """
@@ -19,7 +19,7 @@ class RidgeRegression(BasisLeastSquaresRegressor):
     name = "ridge_regression"
     summary = "L2-penalised least squares (Cholesky, SVD, GD or SGD) with basis expansions."
     params = {
-        "alpha": Float(1.0, ge=0.0, le=1e12, doc="L2 penalty strength (lambda in seed 001 eq. 20)."),
+        "alpha": Float(1.0, ge=0.0, le=1e12, doc="L2 penalty strength (lambda in [Colombo eq. 20])."),
         "solver": Choice(
             "auto",
             choices=("auto", "cholesky", "svd", "gd", "sgd"),

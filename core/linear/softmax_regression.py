@@ -1,6 +1,6 @@
 """Softmax (multinomial logistic) regression as its own registry entry.
 
-Seed 004 §1.3.4, seed 001 §2.4.2: p(y=k|x) = exp(w_k^T x) / sum_j exp(w_j^T x),
+[da Silva Neto §1.3.4], [Colombo §2.4.2]: p(y=k|x) = exp(w_k^T x) / sum_j exp(w_j^T x),
 cross-entropy loss.  Same engine as logistic_regression, always the K-vector
 softmax parameterisation (also for two classes, where it is an over-parameterised
 but penalised, hence unique, equivalent of the sigmoid model).

@@ -1,4 +1,4 @@
-"""Classification metrics (seed 000 §4, notes/000.md E1-E9, E6; reference: ``sklearn.metrics``).
+"""Classification metrics ([Passerini §4]; reference: ``sklearn.metrics``).
 
 Every function here reproduces the numbers of the scikit-learn function of the
 same name (checked to 1e-12 in tests/core/metrics/test_classification_metrics.py).
@@ -147,7 +147,7 @@ def _divide(num: np.ndarray, den: np.ndarray, zero_division) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- simple scores
 def accuracy_score(y_true, y_pred, *, normalize: bool = True, sample_weight=None) -> float:
-    """Fraction (or count) of exact matches: ``(TP+TN)/N`` (seed 000 (4.1), (4.5))."""
+    """Fraction (or count) of exact matches: ``(TP+TN)/N`` ([Passerini eq. 4.1, eq. 4.5])."""
     y_true = _as_1d(y_true, "y_true")
     y_pred = _as_1d(y_pred, "y_pred")
     _check_lengths(y_true, y_pred, sample_weight)
@@ -169,7 +169,8 @@ def zero_one_loss(y_true, y_pred, *, normalize: bool = True, sample_weight=None)
 
 
 def confusion_matrix(y_true, y_pred, *, labels=None, sample_weight=None, normalize=None) -> np.ndarray:
-    """``C[i, j]`` = number of samples of class ``labels[i]`` predicted as ``labels[j]`` (seed 000 E7).
+    """``C[i, j]`` = number of samples of class ``labels[i]`` predicted as ``labels[j]``
+    ([Passerini §4 (multiclass confusion matrix)]).
 
     Rows are the truth, columns the prediction.  Samples whose true or predicted
     label is not in ``labels`` are ignored.  ``normalize`` in {None, "true", "pred", "all"}.
@@ -214,7 +215,7 @@ def confusion_matrix(y_true, y_pred, *, labels=None, sample_weight=None, normali
 
 
 def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted: bool = False) -> float:
-    """Mean per-class recall over the classes present in ``y_true`` (cost rebalancing, seed 000 E2).
+    """Mean per-class recall over the classes present in ``y_true`` (cost rebalancing, [Passerini §4 (accuracy)]).
 
     ``adjusted`` rescales so that chance level is 0: ``(score - 1/k) / (1 - 1/k)``.
     """
@@ -240,7 +241,8 @@ def precision_recall_fscore_support(
     sample_weight=None,
     zero_division="warn",
 ):
-    """Precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)``, F-beta and support (seed 000 (4.2)-(4.4), E8).
+    """Precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)``, F-beta and support
+    ([Passerini eq. 4.2-4.4, §4 (per-class precision / recall)]).
 
     ``F_beta = (1+beta^2) TP / ((1+beta^2) TP + beta^2 FN + FP)``.
     ``average``: None (per class, in ``labels`` order), "binary" (class ``pos_label``),
@@ -359,7 +361,7 @@ def fbeta_score(
     sample_weight=None,
     zero_division="warn",
 ):
-    """F-beta ``(1+b^2) P R / (b^2 P + R)`` (seed 000 (4.4))."""
+    """F-beta ``(1+b^2) P R / (b^2 P + R)`` ([Passerini eq. 4.4])."""
     return precision_recall_fscore_support(
         y_true,
         y_pred,
@@ -429,7 +431,7 @@ def log_loss(y_true, y_proba, *, normalize: bool = True, sample_weight=None, lab
 
 
 def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None) -> float:
-    """Mean hinge loss ``max(0, 1 - y f(x))`` (seed 000 (11.12)).
+    """Mean hinge loss ``max(0, 1 - y f(x))`` ([Passerini eq. 11.12]).
 
     Binary: labels mapped to -1 (smaller) / +1 (greater), ``pred_decision`` 1-d.
     Multiclass (Crammer-Singer): margin = score of the true class minus the best other score.
@@ -637,7 +639,7 @@ def roc_auc_score(
 def precision_recall_curve(
     y_true, y_score, *, pos_label=None, sample_weight=None, drop_intermediate: bool = False
 ):
-    """Precision-recall pairs for every distinct threshold (seed 000 E6).
+    """Precision-recall pairs for every distinct threshold ([Passerini §4 (Precision–Recall curve)]).
 
     Returns ``(precision, recall, thresholds)``: precision and recall have one more
     entry than thresholds, ending at (1, 0); recall is decreasing.

@@ -1,15 +1,15 @@
-"""Clustering metrics (seed 000 §14.4, 002 §3.3; catalogue "Evaluation: clustering").
+"""Clustering metrics ([Passerini §14.4], [Arias §3.3]).
 
-* ``inertia``: SSE = sum_i w_i ||x_i - mu_{c_i}||^2 (000 E-section, 004 L1180).
+* ``inertia``: SSE = sum_i w_i ||x_i - mu_{c_i}||^2 ([Passerini §14.1], [da Silva Neto §3.1]).
 * ``silhouette_samples`` / ``silhouette_score``: s(i) = (b(i) - a(i)) / max(a(i), b(i)),
   a(i) = mean distance to the OTHER members of i's cluster (|C| - 1 in the denominator,
-  as scikit-learn; seed 000 l.3169 divides by |C|, which counts i itself: we depart from it),
+  as scikit-learn; [Passerini §14.4] divides by |C|, which counts i itself: we depart from it),
   b(i) = smallest mean distance to another cluster; s(i) = 0 for singleton clusters.
   Computed in row chunks of bounded memory (``chunk_bytes``).
-* ``calinski_harabasz_score``: CH = [(N-K)/(K-1)] * B / W (seed 002 §3.3 L314).
+* ``calinski_harabasz_score``: CH = [(N-K)/(K-1)] * B / W ([Arias §3.3]).
 * ``adjusted_rand_score``: pair-counting ARI (Hubert & Arabie) via the pair confusion matrix.
 * ``normalized_mutual_info_score``: MI / mean(H(U), H(V)) (arithmetic mean, as scikit-learn).
-* ``elbow_table``: k-means for each k with inertia, silhouette and CH (seed 000 §14.4 elbow/silhouette).
+* ``elbow_table``: k-means for each k with inertia, silhouette and CH ([Passerini §14.4] elbow/silhouette).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def elbow_table(X, k_values, random_state=None, *, n_init=4, metric="euclidean")
     """For each k: k-means (k-means++, ``n_init`` restarts) and its inertia, silhouette, CH.
 
     Rows are dicts ``{"k", "inertia", "silhouette", "calinski_harabasz"}``; silhouette and CH
-    are ``None`` for k = 1 (undefined) (seed 000 §14.4 elbow and silhouette, 002 §3.3 CH).
+    are ``None`` for k = 1 (undefined) ([Passerini §14.4] elbow and silhouette, [Arias §3.3] CH).
     """
     from ..cluster.kmeans import KMeans
     from ..random import check_random_state, spawn_seeds

@@ -1,8 +1,8 @@
-"""Regression metrics (seed 000 (4.6) RMSE; reference: ``sklearn.metrics``).
+"""Regression metrics ([Passerini eq. 4.6] RMSE; reference: ``sklearn.metrics``).
 
 MSE, RMSE, MAE and R^2 reproduce scikit-learn's numbers (tests to 1e-12).
 Adjusted R^2, the Gaussian log-likelihood and AIC/BIC follow the textbook
-definitions given in each docstring (seed 001 §3.3.2 names Cp/AIC/BIC/adjusted R^2
+definitions given in each docstring ([Colombo §3.3.2] names Cp/AIC/BIC/adjusted R^2
 as selection criteria).
 """
 
@@ -62,7 +62,7 @@ def mean_squared_error(y_true, y_pred, *, sample_weight=None) -> float:
 
 
 def root_mean_squared_error(y_true, y_pred, *, sample_weight=None) -> float:
-    """``RMSE = sqrt(MSE)`` (seed 000 (4.6))."""
+    """``RMSE = sqrt(MSE)`` ([Passerini eq. 4.6])."""
     return float(np.sqrt(mean_squared_error(y_true, y_pred, sample_weight=sample_weight)))
 
 
@@ -143,7 +143,7 @@ def bic(y_true, y_pred, n_params: int, *, sigma2: float | None = None) -> float:
     return int(n_params) * math.log(n) - 2.0 * gaussian_log_likelihood(y_true, y_pred, sigma2=sigma2)
 
 
-# short aliases (the names used in ALGORITHMS.md and by scoring)
+# short aliases (the metric names the registry and scoring accept)
 mse = mean_squared_error
 rmse = root_mean_squared_error
 mae = mean_absolute_error

@@ -1,15 +1,15 @@
 """Gaussian mixture fitted by EM (registry name ``gaussian_mixture``).
 
-Seeds: 000 §14.3, 002 §3.4 (B4-B5), 003 §11.2, 004 §3.2 (A36-A37).
+Sources: [Passerini §14.3], [Arias §3.4], [Santini §11.2], [da Silva Neto §3.2].
 p(x) = sum_k pi_k N(x; mu_k, Sigma_k).  E-step: responsibilities
 gamma_ik = pi_k N(x_i; mu_k, Sigma_k) / sum_j pi_j N(x_i; mu_j, Sigma_j), computed in log
-space with log-sum-exp.  M-step (002 B5, 004 eq. 3.1): pi_k = N_k / n,
+space with log-sum-exp.  M-step ([Arias §3.4.3], [da Silva Neto eq. 3.1]): pi_k = N_k / n,
 mu_k = sum_i gamma_ik x_i / N_k, Sigma_k = sum_i gamma_ik (x_i - mu_k)(x_i - mu_k)^T / N_k + reg_covar I
-(or its diag / spherical / tied restriction, 004 A38).  Densities use the Cholesky factor
+(or its diag / spherical / tied restriction, [da Silva Neto §3.3]).  Densities use the Cholesky factor
 of each PRECISION matrix (no explicit inverse): log N = -d/2 log 2pi + log det L - ||L^T (x - mu)||^2 / 2.
-The lower bound (mean log-likelihood per sample) never decreases (004 A37, tested).
+The lower bound (mean log-likelihood per sample) never decreases ([da Silva Neto §3.2.1], tested).
 
-Anomaly flagging (004 A36, "flag x when p(x) is small"; the notes give no threshold):
+Anomaly flagging ([da Silva Neto §3.2], "flag x when p(x) is small"; the notes give no threshold):
 ``threshold_`` is the ``contamination`` quantile of the training log densities, or
 ``anomaly_threshold`` when given; ``is_anomaly(X)`` = score_samples(X) < threshold_.
 """
@@ -265,7 +265,7 @@ class GaussianMixture(Clusterer):
         return float(-2.0 * self.score(X) * X.shape[0] + 2.0 * self._n_parameters())
 
     def is_anomaly(self, X):
-        """True where the log density is below ``threshold_`` (004 A36)."""
+        """True where the log density is below ``threshold_`` ([da Silva Neto §3.2])."""
         return self.score_samples(X) < self.threshold_
 
     predict_anomaly = is_anomaly

@@ -1,8 +1,8 @@
 """Forward and backward sequential feature selection (wrapper methods).
 
-Seed 004 §1.6.4 (L707-713): start from the empty set, repeatedly add the single
+[da Silva Neto §1.6.4]: start from the empty set, repeatedly add the single
 feature that most improves held-out performance, stop when adding a feature hurts.
-Seed 001 §3.3.2 (L834-917) describes best-subset search, which costs 2^M fits; the
+[Colombo §3.3.2] describes best-subset search, which costs 2^M fits; the
 greedy forward/backward stepwise versions here cost O(M^2) CV runs.  Held-out
 performance is the k-fold CV mean of ``scoring`` on the SAME folds for every subset.
 """

@@ -1,8 +1,8 @@
 """Bootstrap estimates: out-of-bag / .632 metric estimate and bias-variance decomposition.
 
-Seed 000 §16.1.1 (W6, E20): a bootstrap sample draws N of the N instances with
+[Passerini §16.1.1]: a bootstrap sample draws N of the N instances with
 replacement; about 1/e = 36.8% are left out ("out of bag") and estimate the model's
-test performance.  Seed 004 §1.6 / 000 §4: expected squared error decomposes as
+test performance.  [da Silva Neto §1.6] / [Passerini §4]: expected squared error decomposes as
 bias^2 + variance (+ noise), estimated here by refitting on bootstrap samples.
 """
 

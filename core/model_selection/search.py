@@ -1,4 +1,4 @@
-"""Grid and random hyperparameter search with cross-validation (seed 000 §4, E11-E12; 004 E8).
+"""Grid and random hyperparameter search with cross-validation ([Passerini §4]; [da Silva Neto §1.6]).
 
 A search ``space`` maps hyperparameter names to either
 

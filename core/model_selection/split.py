@@ -1,6 +1,6 @@
 """Data splitting: hold-out, k-fold, stratified k-fold, leave-one-out, bootstrap.
 
-Seed 000 §4 (evaluation): hold-out and k-fold cross-validation; stratification
+[Passerini §4] (evaluation): hold-out and k-fold cross-validation; stratification
 keeps each fold's class proportions close to the whole set's.
 """
 
@@ -126,7 +126,7 @@ def train_test_split_indices(n: int, test_size: float, *, stratify=None, random_
 def train_val_test_split_indices(
     n: int, val_size: float, test_size: float, *, stratify=None, random_state=None
 ):
-    """Indices ``(train, val, test)`` of a three-way hold-out (seed 000 E11), stratified when asked.
+    """Indices ``(train, val, test)`` of a three-way hold-out ([Passerini §4 (hold-out)]), stratified when asked.
 
     The test part is split off first (``test_size`` of ``n``), then the validation part
     (``val_size`` of ``n``) from the rest, each with ``train_test_split_indices``.

@@ -1,6 +1,6 @@
 """Cross-validation, the paired t-test over shared folds, learning curves.
 
-Seed 000 §4 (notes/000.md E12, E14, E15): k-fold estimate ``S = (1/k) sum_i S_i``
+[Passerini §4]: k-fold estimate ``S = (1/k) sum_i S_i``
 with ``Var(S) ~ 1/(k(k-1)) sum_i (S_i - S)^2``; two algorithms are compared on the
 same folds with a paired t-test on the per-fold differences (k-1 degrees of freedom).
 """
@@ -87,7 +87,7 @@ def _fold_fit_params(fit_params: dict | None, train: np.ndarray, n: int) -> dict
 
 
 def summarize_scores(values) -> dict:
-    """``mean``, sample ``std`` (ddof=1) and ``sem = sqrt(1/(k(k-1)) sum (S_i - S)^2)`` (seed 000 E12)."""
+    """``mean``, sample ``std`` (ddof=1) and ``sem = sqrt(1/(k(k-1)) sum (S_i - S)^2)`` ([Passerini §4 (k-fold CV)])."""
     v = np.asarray(values, dtype=np.float64)
     ok = v[~np.isnan(v)]
     k = ok.size
@@ -189,7 +189,7 @@ def cross_validate(
 
 
 def paired_ttest(scores_a, scores_b, alpha: float = 0.05, *, greater_is_better: bool = True) -> dict:
-    """Paired t-test on per-fold scores of two algorithms (seed 000 §4.5, (4.7)-(4.8), E15).
+    """Paired t-test on per-fold scores of two algorithms ([Passerini §4.5, eq. 4.7-4.8]).
 
     ``delta_i = a_i - b_i``, ``mean = (1/k) sum delta_i``,
     ``Var = 1/(k(k-1)) sum (delta_i - mean)^2``, ``T = mean / sqrt(Var)`` with ``k-1``

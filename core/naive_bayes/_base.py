@@ -1,4 +1,4 @@
-"""Shared pieces of the naive Bayes classifiers (seed 000 §8, seed 002 C5, seed 004 §1.4.3-1.4.5).
+"""Shared pieces of the naive Bayes classifiers ([Passerini §8], [Arias §4.3], [da Silva Neto §1.4.3-1.4.5]).
 
 Every naive Bayes model scores ``g_k(x) = log pi_k + sum_j log p(x_j | y = c_k)`` (the joint
 log-likelihood, computed in log space) and normalises with log-sum-exp:

@@ -1,4 +1,4 @@
-"""Bernoulli naive Bayes (seed 004 §1.4.3-1.4.4 multivariate Bernoulli event model, seed 002 C5)."""
+"""Bernoulli naive Bayes ([da Silva Neto §1.4.3-1.4.4] multivariate Bernoulli event model, [Arias §4.3])."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ class BernoulliNB(NaiveBayes):
     """Naive Bayes over binary features (the multivariate Bernoulli event model).
 
     ``phi_{j|k} = (sum_i w_i [y_i = k] x_ij + alpha) / (sum_i w_i [y_i = k] + 2 alpha)``
-    (seed 004 §1.4.4 L507 with alpha = 1), and
+    ([da Silva Neto §1.4.4] with alpha = 1), and
     ``g_k(x) = log pi_k + sum_j [x_j log phi_{j|k} + (1 - x_j) log(1 - phi_{j|k})]``
-    (seed 002 C5, linear in x).  Features are binarised at ``binarize`` (x > threshold).
+    ([Arias §4.3], linear in x).  Features are binarised at ``binarize`` (x > threshold).
     Missing values (NaN) are skipped: at fit each feature's denominator counts only the
     observed rows, at predict missing features drop out of the product.
     """

@@ -1,4 +1,4 @@
-"""Categorical naive Bayes (seed 002 C5 and A.8, seed 000 §8, seed 004 §1.4.4)."""
+"""Categorical naive Bayes ([Arias Example A.8, §4.3], [Passerini §8], [da Silva Neto §1.4.4])."""
 
 from __future__ import annotations
 
@@ -83,13 +83,13 @@ class CategoricalNB(NaiveBayes):
     """Naive Bayes over categorical features given as integer codes.
 
     ``g_k(x) = log pi_k + sum_j log p_{k,j,x_j}`` with Laplace/Lidstone smoothing
-    ``p_{k,j,v} = (N_{kjv} + alpha) / (N_{kj} + alpha k_j)`` (seed 002 C5 L459-460; alpha = 1 is
+    ``p_{k,j,v} = (N_{kjv} + alpha) / (N_{kj} + alpha k_j)`` ([Arias §4.3]; alpha = 1 is
     Laplace, the die example A.8).  ``k_j = max(code) + 1`` (at least ``min_categories``).
 
     Native categorical and missing values: missing codes (NaN) are skipped in the likelihood
     product, at fit (they do not count) and at predict; codes never seen at fit (>= k_j) are
     skipped too.  With ``categorical_features`` a subset of columns, the other (numeric)
-    columns get per-class Gaussian likelihoods (seed 002 C5 L467: mixed data add the
+    columns get per-class Gaussian likelihoods ([Arias §4.3.1]: mixed data add the
     log-likelihoods of per-feature distributions), smoothed like ``gaussian_nb``.
     """
 

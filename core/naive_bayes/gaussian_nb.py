@@ -1,4 +1,4 @@
-"""Gaussian naive Bayes (seed 000 §8, seed 002 C5 §4.3.1, seed 004 §1.4.3)."""
+"""Gaussian naive Bayes ([Passerini §8], [Arias §4.3.1], [da Silva Neto §1.4.3])."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class GaussianNB(NaiveBayes):
 
     ``p(x_j | c_k) = N(x_j; theta_kj, sigma2_kj + eps)`` with MLE (1/n, weighted) moments and
     ``eps = var_smoothing * max_j Var(x_j)`` (scikit-learn's rule).  Equivalent to QDA with
-    diagonal covariances (seed 002 C5).  Missing values (NaN) are handled natively by skipping
+    diagonal covariances ([Arias §4.3]).  Missing values (NaN) are handled natively by skipping
     the missing features in the likelihood product, at fit (moments over observed entries)
     and at predict (see docs/decisions/naive_bayes.md).
     """

@@ -1,4 +1,4 @@
-"""Multinomial naive Bayes (seed 004 §1.4.5 multinomial event model, seed 000 §8)."""
+"""Multinomial naive Bayes ([da Silva Neto §1.4.5] multinomial event model, [Passerini §8])."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from ._base import DISCRETE_PARAMS, NaiveBayes, class_log_prior, one_hot
 class MultinomialNB(NaiveBayes):
     """Naive Bayes for counts (bag of words): the multinomial event model.
 
-    Seed 004 §1.4.5 (L525-531): ``phi_{v|k} = (sum_i [y_i = k] x_iv + alpha) /
+    [da Silva Neto §1.4.5]: ``phi_{v|k} = (sum_i [y_i = k] x_iv + alpha) /
     (sum_i [y_i = k] n_i + alpha V)`` where ``x_iv`` counts word ``v`` in document ``i``,
     ``n_i = sum_v x_iv`` and V is the vocabulary size (alpha = 1 is Laplace smoothing).  The
-    seed's word-index representation and the count vector give the same likelihood up to the
+    notes' word-index representation and the count vector give the same likelihood up to the
     multinomial coefficient, which does not depend on the class:
     ``g_k(x) = log pi_k + sum_v x_v log phi_{v|k}``.
     """

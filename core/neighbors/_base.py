@@ -1,4 +1,4 @@
-"""Shared parameters and fitting of the k-nearest-neighbour estimators (seed 000 §3)."""
+"""Shared parameters and fitting of the k-nearest-neighbour estimators ([Passerini §3])."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ KNN_PARAMS = {
 def neighbor_weights(dist: np.ndarray, weights: str) -> np.ndarray | None:
     """Weights of the k neighbours: None (uniform) or 1/d.
 
-    Seed 000 §3.5 uses w_i = 1/d(x, x_i) and leaves d = 0 open [GAP]; like scikit-learn,
+    [Passerini §3.5] uses w_i = 1/d(x, x_i) and leaves d = 0 open [GAP]; like scikit-learn,
     a query with any exact match (d = 0) gives weight 1 to its exact matches and 0 to the rest.
     """
     if weights == "uniform":

@@ -1,6 +1,6 @@
 """Exact k-nearest-neighbour search shared by ``knn_classifier`` and ``knn_regressor``.
 
-Seed 000 §3 (kNN), seed 003 ch.2.  Two engines, same answer:
+[Passerini §3] (kNN), [Santini ch. 2].  Two engines, same answer:
 
 * **brute** (any metric): cache-blocked over query rows *and* training rows, so memory stays
   bounded (a block is ``_Q_CHUNK x _T_CHUNK`` floats).  A cheap upper bound ``t`` on each

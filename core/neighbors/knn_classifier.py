@@ -1,4 +1,4 @@
-"""k-nearest-neighbour classifier (seed 000 §3, seed 003 ch.2)."""
+"""k-nearest-neighbour classifier ([Passerini §3], [Santini ch. 2])."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class KNNClassifier(KNNMixin, Classifier):
     """Majority (or 1/d-weighted) vote of the k nearest training points.
 
     ``P(c | x) = sum_{i in N_k(x)} w_i [y_i = c] / sum_i w_i`` with ``w_i = 1`` (uniform) or
-    ``w_i = 1/d(x, x_i)`` (seed 000 §3.5, l.622-628).  Ties in the vote go to the lowest class
+    ``w_i = 1/d(x, x_i)`` ([Passerini §3.5]).  Ties in the vote go to the lowest class
     index (the first column of ``classes_``); neighbours at equal distance are taken in order of
     training index.
     """

@@ -1,4 +1,4 @@
-"""k-nearest-neighbour regressor (seed 000 §3.5, l.632)."""
+"""k-nearest-neighbour regressor ([Passerini §3.5])."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ._base import KNN_PARAMS, KNNMixin, neighbor_weights
 class KNNRegressor(KNNMixin, Regressor):
     """Mean (or 1/d-weighted mean) of the k nearest training targets.
 
-    ``f(x) = sum_{i in N_k(x)} w_i y_i / sum_i w_i`` (seed 000 §3.5, l.632); exact matches
+    ``f(x) = sum_{i in N_k(x)} w_i y_i / sum_i w_i`` ([Passerini §3.5]); exact matches
     (d = 0) take all the weight, as in scikit-learn.
     """
 

@@ -1,6 +1,6 @@
 """``mlp_classifier``: multi-layer perceptron with softmax / sigmoid output and cross-entropy.
 
-Seed 000 §13 (notes/000.md §1.15): sigmoid output thresholded at 0.5 for two classes,
+[Passerini §13]: sigmoid output thresholded at 0.5 for two classes,
 softmax over K units for K > 2, cross-entropy loss, back-propagation, mini-batch
 optimisers, L1/L2 penalties, early stopping on a validation split, batch normalisation.
 Engine and formulas: ``core.neural.mlp_engine``.

@@ -1,6 +1,6 @@
 """Multi-layer perceptron engine shared by ``mlp_classifier`` and ``mlp_regressor``.
 
-Seed 000 §13 (notes/000.md §1.15), seed 003 ch.12, seed 004 ch.2.
+[Passerini §13], [Santini ch. 12], [da Silva Neto ch. 2].
 
 Network (float64 throughout).  Layer ``l`` maps ``a_{l-1}`` (batch x n_{l-1}) to
 
@@ -20,7 +20,7 @@ of total weight ``S``, weights only, never biases/BN parameters):
 
     + alpha / (2 S) ||W||²  (L2)      + l1 / S ||W||_1  (L1, subgradient sign(W))
 
-Back-propagation (the seeds' delta formulas are garbled; these are the correct ones and
+Back-propagation (the notes' delta formulas [Passerini §13] are garbled; these are the correct ones and
 tests check them against finite differences for every activation/loss pair):
 
     delta_L = (f(z_L) - y) * w / S
@@ -151,7 +151,7 @@ class MLPNetwork:
         """Glorot: U(±sqrt(6/(fan_in+fan_out))); He: U(±sqrt(6/fan_in)) (variance 2/fan_in).
 
         'auto' = He for relu hidden units, Glorot otherwise.  Biases and BN shifts start at 0,
-        BN scales at 1.  Seed 000 l.2947-2951 gives the Glorot bound.
+        BN scales at 1.  [Passerini §13.4] gives the Glorot bound.
         """
         if init == "auto":
             init = "he" if self.activation == "relu" else "glorot"
@@ -358,7 +358,7 @@ class _Optimizer:
 
 
 class _SGD(_Optimizer):
-    """Plain SGD (seed 000 §13.2): w <- w - eta g."""
+    """Plain SGD ([Passerini §13.2]): w <- w - eta g."""
 
     def step(self, params, grad, lr):
         np.multiply(grad, lr, out=self.tmp)
@@ -366,7 +366,7 @@ class _SGD(_Optimizer):
 
 
 class _Momentum(_Optimizer):
-    """Heavy-ball momentum (seed 000 l.2968): v <- mu v - eta g; w <- w + v.
+    """Heavy-ball momentum ([Passerini §13.4]): v <- mu v - eta g; w <- w + v.
 
     Nesterov (as scikit-learn): w <- w + mu v_new - eta g.
     """
@@ -390,7 +390,7 @@ class _Momentum(_Optimizer):
 
 
 class _Adagrad(_Optimizer):
-    """AdaGrad (seed 000 l.2977): r <- r + g²; w <- w - eta g / (sqrt(r) + eps)."""
+    """AdaGrad ([Passerini §13.4]): r <- r + g²; w <- w - eta g / (sqrt(r) + eps)."""
 
     def __init__(self, n, p):
         super().__init__(n, p)
@@ -408,7 +408,7 @@ class _Adagrad(_Optimizer):
 
 
 class _RMSProp(_Optimizer):
-    """RMSProp (seed 000 l.2987): r <- rho r + (1-rho) g²; w <- w - eta g / sqrt(r + eps)."""
+    """RMSProp ([Passerini §13.4]): r <- rho r + (1-rho) g²; w <- w - eta g / sqrt(r + eps)."""
 
     def __init__(self, n, p):
         super().__init__(n, p)
@@ -459,7 +459,7 @@ def make_optimizer(solver: str, n: int, p: dict) -> _Optimizer:
     """The optimiser for ``solver`` (see SOLVERS); ``p`` holds the validated hyperparameters."""
     if solver == "sgd":
         # scikit-learn's solver='sgd': momentum (default 0.9), Nesterov unless disabled;
-        # momentum=0 gives plain SGD (seed 000 §13.2).
+        # momentum=0 gives plain SGD ([Passerini §13.2]).
         if p["momentum"] > 0.0:
             return _Momentum(n, p, p["nesterovs_momentum"])
         return _SGD(n, p)
@@ -533,7 +533,7 @@ def _learning_rate(p, epoch: int, samples_seen: int, adaptive_lr: float) -> floa
     if sched == "constant":
         return lr0
     if sched == "linear":
-        # seed 000 l.2972: eta_t = (1 - t/tau) eta_0 + (t/tau) eta_min for t < tau, then eta_min
+        # [Passerini §13.4]: eta_t = (1 - t/tau) eta_0 + (t/tau) eta_min for t < tau, then eta_min
         tau = p["decay_epochs"] or p["max_iter"]
         lr_min = p["learning_rate_min"] if p["learning_rate_min"] is not None else lr0 / 100.0
         if epoch >= tau:

@@ -1,6 +1,6 @@
 """``mlp_regressor``: multi-layer perceptron with identity output and squared error.
 
-Seed 000 §13 (notes/000.md §1.15): identity output f(x) = o(x), loss ½(y - f(x))²,
+[Passerini §13]: identity output f(x) = o(x), loss ½(y - f(x))²,
 back-propagation with mini-batch optimisers.  Engine and formulas: ``core.neural.mlp_engine``.
 """
 

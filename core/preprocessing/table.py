@@ -6,8 +6,8 @@ estimator consumes:
 * numeric / boolean columns (float64, NaN = missing, booleans as 0/1): imputed
   with the mean / median / most frequent value learned at fit (an all-missing
   column imputes 0) unless ``native_missing``; then, if ``scale``, standardised
-  ``(x - mean) / std`` (population std, constant column -> scale 1; seed 000 §4
-  "input standardization", l.2921) or min-max scaled to [0, 1].
+  ``(x - mean) / std`` (population std, constant column -> scale 1; [Passerini §13.4]
+  "input standardization") or min-max scaled to [0, 1].
 * categorical columns (object arrays of str, None or NaN = missing): either one
   column of category codes 0..k-1 (``native_categorical``; categories sorted;
   missing and unknown -> NaN if ``native_missing`` else the code of the most

@@ -1,14 +1,14 @@
 """Pegasos: primal estimated sub-gradient solver for the linear soft-margin SVM.
 
-Objective (seed 000 §11.4 eq. 11.17, with sample weights s_i = sample_weight_i * class_weight_{y_i})::
+Objective ([Passerini §11.4, eq. 11.17], with sample weights s_i = sample_weight_i * class_weight_{y_i})::
 
     min_w  lambda/2 ||w||^2 + (1 / sum_i s_i) sum_i s_i max(0, 1 - y_i <w, [x_i, 1]>),
     lambda = 1 / (C sum_i s_i)
 
 which is the soft-margin primal 1/2 ||w||^2 + C sum_i s_i hinge_i divided by C sum_i s_i.
 The intercept is the last coordinate of w on a constant feature 1, so it is
-regularised like the weights (as LinearSVC with intercept_scaling=1; notes/000.md
-§1.13 notes the seed's form has no bias).
+regularised like the weights (as LinearSVC with intercept_scaling=1; [Passerini §11]
+notes the form of [Passerini §11.4] has no bias).
 
 Mini-batch Pegasos (Shalev-Shwartz, Singer, Srebro & Cotter 2011): step t uses a batch
 B_t, eta_t = 1 / (lambda t), sub-gradient (eq. 11.19)

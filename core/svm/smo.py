@@ -5,7 +5,7 @@ Solves the generic box-constrained QP of LIBSVM (Chang & Lin 2011, eq. 11)::
     min_a  1/2 a^T Q a + p^T a     s.t.  y^T a = const,  0 <= a_t <= C_t,
     Q_st = y_s y_t K(x_s, x_t),   y_t in {+1, -1}
 
-* C-SVC (seed 000 §11.3 eq. 11.14; seed 001 §6.4): p = -1, y = labels, a^(0) = 0.
+* C-SVC ([Passerini §11.3, eq. 11.14]; [Colombo §6.4]): p = -1, y = labels, a^(0) = 0.
 * epsilon-SVR: 2n variables a = [a+, a-], y = [+1.., -1..], p = [eps - z, eps + z].
 
 Each iteration picks the working pair (i, j) by the second-order rule of Fan, Chen &

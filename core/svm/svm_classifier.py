@@ -1,6 +1,6 @@
 """Soft-margin support vector classifier (C-SVC) solved by SMO, or Pegasos for linear problems.
 
-Dual (seed 000 §11.3 eq. 11.14; seed 001 §6.4, notes/001.md A26)::
+Dual ([Passerini §11.3, eq. 11.14]; [Colombo §6.4])::
 
     max_a  sum_i a_i - 1/2 sum_ij a_i a_j y_i y_j k(x_i, x_j)
     s.t.   0 <= a_i <= C_i = C * class_weight[y_i] * sample_weight_i,   sum_i a_i y_i = 0
@@ -8,8 +8,8 @@ Dual (seed 000 §11.3 eq. 11.14; seed 001 §6.4, notes/001.md A26)::
 solved by SMO with the second-order working-set selection of Fan et al. (2005)
 (core.svm.smo).  Decision function f(x) = sum_i a_i y_i k(x_i, x) + b with
 b = -rho, rho the mean of y_t G_t over free support vectors (the numerically stable
-average of seed 000 l.2270; notes/001.md A25 erratum: k(x_n, x_m) inside the sum).
-A hard margin is a large C (seed 000 l.2292).
+average of [Passerini §11]; [Colombo §6.1-6.3] erratum: k(x_n, x_m) inside the sum).
+A hard margin is a large C ([Passerini §11]).
 
 Multiclass: one-vs-one (default, k(k-1)/2 pairwise problems, majority vote as
 LIBSVM/SVC) or one-vs-rest (``multi_class="ovr"``).  ``probability=True`` adds

@@ -2,7 +2,7 @@
 
 Parameter resolution (scikit-learn semantics), class weights, post-pruning:
 
-* reduced-error pruning (seed 000 §2.3.1, notes/000.md §1.1): grow on
+* reduced-error pruning ([Passerini §2.3.1]): grow on
   ``1 - validation_fraction`` of the data; repeatedly replace by a leaf the
   internal node whose removal gives the best validation improvement, while
   that improvement is >= 0 (a tie prunes: the smaller tree wins; the notes

@@ -4,8 +4,8 @@ Every feature is mapped once to integer codes so that split finding works on
 weighted histograms (``np.bincount``) instead of sorting at every node:
 
 * ``exact``: one bin per distinct training value, so the candidate thresholds
-  are exactly the midpoints between successive distinct values (seed 000
-  §2.3.2, notes/000.md W1; scikit-learn's ``best`` splitter);
+  are exactly the midpoints between successive distinct values ([Passerini §2.3.2];
+  scikit-learn's ``best`` splitter);
 * ``hist``: at most ``max_bins`` quantile bins per numeric feature (the fast
   route for large data, as in LightGBM / HistGradientBoosting); thresholds are
   midpoints between the largest training value of one bin and the smallest of

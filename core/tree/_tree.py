@@ -1,10 +1,10 @@
 """Flat-array decision trees: level-wise vectorised growth, vectorised prediction, pruning.
 
-Growth (seed 000 §2.3, notes/000.md §1.1; CART for gini / squared error) is
+Growth ([Passerini §2.3]; CART for gini / squared error) is
 breadth first: all nodes of one depth are split together.  Each training row
 is a triple (sample, fraction, weight); a row whose value of the split feature
 is missing goes down EVERY branch with its fraction multiplied by the branch's
-share of the known weight (C4.5 fractional propagation, seed 000 §2.3.4, W2).
+share of the known weight (C4.5 fractional propagation, [Passerini §2.3.4]).
 For the nodes of a level, the weighted class (or y, y^2) totals of every
 (node, candidate feature, bin) are gathered with one ``np.bincount`` over
 combined integer keys; cumulative sums along the bins give the left/right
@@ -16,7 +16,7 @@ Split quality, with known-weight fraction F = W_known / W_node (C4.5):
 with I = entropy (log2), Gini 1 - sum p^2, or the weighted variance; for
 ``gain_ratio`` the gain is divided by the split information
 H_A = -sum_v W_v/W_known log2(W_v/W_known) among features whose gain is at
-least the average (C4.5's rule, seed 000 eq. 2.4).  ``absolute_error`` uses
+least the average (C4.5's rule, [Passerini eq. 2.4]).  ``absolute_error`` uses
 the weighted median and the mean absolute deviation (as scikit-learn).
 
 The fitted tree is a set of flat arrays (``Tree``): feature, threshold,

@@ -1,14 +1,14 @@
-"""Decision-tree classifier (seed 000 §2, 003 ch.5, 004 §1.8; notes/000.md §1.1, W1, W2).
+"""Decision-tree classifier ([Passerini §2], [Santini ch. 5], [da Silva Neto §1.8]).
 
 Greedy top-down growth choosing, at each node, the split with the largest
 impurity decrease: information gain with entropy H(S) = -sum_i p_i log2 p_i
-(seed 000 eq. 2.1-2.2), Gini 1 - sum p_i^2, or C4.5's gain ratio IG / H_A
+([Passerini eq. 2.1-2.2]), Gini 1 - sum p_i^2, or C4.5's gain ratio IG / H_A
 (eq. 2.3-2.4).  Numeric features split by a threshold at the midpoint between
-successive distinct values (§2.3.2, W1; the notes only place thresholds where
+successive distinct values ([Passerini §2.3.2]; the notes only place thresholds where
 the label changes, which never excludes the best split, so all midpoints are
 scanned as in scikit-learn); categorical features split multiway, one child per
 category (§2.2); missing values follow C4.5 fractional propagation at fit and
-predict (§2.3.4, W2).  See core/tree/_tree.py for the flat-array layout.
+predict ([Passerini §2.3.4]).  See core/tree/_tree.py for the flat-array layout.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Decision-tree regressor (seed 004 §1.8.1, 003 §5.2; CART regression tree).
+"""Decision-tree regressor ([da Silva Neto §1.8.1], [Santini §5.2]; CART regression tree).
 
 Each leaf predicts the weighted mean (squared_error) or weighted median
 (absolute_error) of its training targets; the split maximises the decrease of

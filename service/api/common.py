@@ -28,13 +28,18 @@ class Page:
         self.offset = offset
 
 
-async def json_body(request: Request) -> object:
+async def raw_json_body(request: Request) -> bytes:
+    """The body of a JSON request, undecoded (415 for another content type, 422 when empty)."""
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if ctype not in ("application/json", ""):
         raise UnsupportedMedia(f"content type {ctype!r} is not supported here; send application/json")
     raw = await request.body()
     if not raw:
         raise invalid(["body"], "the request body is empty; send a JSON object")
+    return raw
+
+
+def decode_json(raw: bytes) -> object:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

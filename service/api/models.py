@@ -20,9 +20,10 @@ from ..schemas.models import (
 )
 from ..services import datasets as ds
 from ..services.evaluation import evaluate_matrix
+from ..services.inference import run_sized
 from ..services.tables import parse_json_table
 from ..services.training import _target_values
-from .common import Page, errors, json_body
+from .common import Page, decode_json, errors, raw_json_body
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -63,9 +64,11 @@ def delete_model(request: Request, model_id: str):
     m = _record(request, model_id)
     if m["status"] == "training":
         raise Conflict(f"model {model_id!r} is still training; cancel job {m['job_id']} first")
+    # the record first: from now on every request gets 404; a request that read the record just before and
+    # finds the artifact gone gets 404 too (ModelCache.load re-checks the record), never a 500
+    r.meta.delete_model(model_id)
     r.cache.evict(model_id)
     r.art.delete_model(model_id)
-    r.meta.delete_model(model_id)
     return Response(status_code=204)
 
 
@@ -112,10 +115,14 @@ async def predict(request: Request, model_id: str):
     predictions free of extra copies; it follows the PredictRequest schema.
     """
     r = rt(request)
-    body = await json_body(request)
-    bundle = r.cache.get(model_id)
-    out = predict_payload(bundle, body, r.settings.max_predict_rows)
+    raw = await raw_json_body(request)
+    bundle = await r.cache.aget(model_id)
+    out = await run_sized(len(raw), _decode_and_predict, bundle, raw, r.settings.max_predict_rows)
     return Response(orjson.dumps(out), media_type="application/json")
+
+
+def _decode_and_predict(bundle, raw: bytes, max_rows: int) -> dict:
+    return predict_payload(bundle, decode_json(raw), max_rows)
 
 
 @router.post("/{model_id}/evaluate", response_model=EvaluateResponse, response_model_exclude_none=True,
@@ -123,7 +130,7 @@ async def predict(request: Request, model_id: str):
 async def evaluate_model(request: Request, model_id: str, body: EvaluateRequest):
     """Metrics of a ready model on a stored dataset or inline data (which must hold the target)."""
     r = rt(request)
-    bundle = r.cache.get(model_id)
+    bundle = await r.cache.aget(model_id)
     return await run_in_threadpool(_evaluate, r, bundle, body)
 
 

@@ -21,6 +21,7 @@ from ..schemas.v2 import (
     V2Error,
 )
 from ..services import oip
+from ..services.inference import run_sized
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
 EXTENSIONS = ["binary_tensor_data"]
@@ -34,28 +35,15 @@ def _err(*codes: int) -> dict:
 
 def resolve(request: Request, model_name: str) -> dict:
     """The model record for an id or a unique name."""
-    meta = rt(request).meta
-    record = meta.get_model(model_name)
-    if record is not None:
-        return record
-    found = meta.find_models_by_name(model_name)
-    if not found:
-        raise NotFound(f"no model has the id or name {model_name!r}")
-    if len(found) > 1:
-        ids = ", ".join(sorted(m["id"] for m in found))
-        raise oip.V2Error(f"model name {model_name!r} is ambiguous: {len(found)} models share it ({ids}); "
-                          "use the model id instead")
-    return found[0]
+    return oip.resolve_model(rt(request).meta, model_name)
 
 
-def _bundle(request: Request, model_name: str):
+async def _bundle(request: Request, model_name: str):
     cache = rt(request).cache
-    if model_name in cache._items:  # fast path for ids already loaded
-        try:
-            return cache.get(model_name)
-        except NotFound:
-            pass
-    return cache.get(resolve(request, model_name)["id"])
+    bundle = cache.peek(model_name)  # an id already loaded: no lookup
+    if bundle is not None:
+        return bundle
+    return await cache.aget(resolve(request, model_name)["id"])
 
 
 @router.get("/health/live", response_model=ServerLive, operation_id="v2_server_live")
@@ -157,31 +145,16 @@ async def _infer(request: Request, model_name: str) -> Response:
     if hlen is None and ctype not in ("application/json", ""):
         raise ProblemError(f"content type {ctype!r} is not supported: send application/json, or binary tensor "
                            "data with an Inference-Header-Content-Length header", status=415)
-    bundle = _bundle(request, model_name)
+    bundle = await _bundle(request, model_name)
     body = await request.body()
-    req = oip.parse_infer_request(body, hlen)
-    caps = oip.bundle_capabilities(bundle)
-    available = [o["name"] for o in oip.available_outputs(bundle.task, caps, bundle.classes)]
-    if req.outputs is None:
-        wanted = available
-        binary = dict.fromkeys(wanted, req.binary_output)
-    else:
-        wanted, binary = [], {}
-        for o in req.outputs:
-            if o["name"] not in available:
-                raise oip.V2Error(f"unknown output {o['name']!r}: this model's outputs are {', '.join(available)}")
-            wanted.append(o["name"])
-            binary[o["name"]] = bool((o.get("parameters") or {}).get("binary_data", req.binary_output))
-    X = oip.matrix_from_tensors(bundle, req.inputs, rt(request).settings.max_predict_rows)
-    results = oip.run_inference(bundle, X, wanted)
-    extra = {}
-    if "predict_proba" in results and bundle.classes is not None:
-        extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
+    return await run_sized(len(body), _infer_sync, request, bundle, model_name, body, hlen)
+
+
+def _infer_sync(request: Request, bundle, model_name: str, body: bytes, hlen) -> Response:
+    data, json_len, n = oip.infer(bundle, model_name, body, hlen, rt(request).settings.max_predict_rows)
     on_predict = getattr(request.app.state, "on_predict", None)
     if on_predict is not None:
-        n = next(iter(results.values()))[1].shape[0] if results else 0
         on_predict(bundle.model_id, n, 200)
-    data, json_len = oip.encode_response(model_name, req.id, results, binary, extra)
     if json_len is None:
         return Response(data, media_type="application/json")
     return Response(data, media_type="application/octet-stream",

@@ -11,8 +11,19 @@ def open_stores(settings: Settings) -> tuple[MetadataStore, ArtifactStore]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     meta = MetadataStore(settings.resolved_database_url())
     meta.upgrade_schema()  # Alembic, under a lock: concurrent first starts are safe
-    art = ArtifactStore(settings.data_dir, settings.resolved_secret())
-    return meta, art
+    return meta, open_artifacts(settings)
+
+
+def open_artifacts(settings: Settings) -> ArtifactStore:
+    if settings.artifacts_url:
+        from ..storage.s3 import S3ArtifactStore, parse_s3_url
+
+        parse_s3_url(settings.artifacts_url)  # a malformed URL fails the start with its message
+        if not settings.secret_key:
+            raise ValueError("ORCHARD_ARTIFACTS_URL is set but ORCHARD_SECRET_KEY is not: every replica and worker "
+                             "must sign and verify artifacts with the same key; set ORCHARD_SECRET_KEY")
+        return S3ArtifactStore(settings.data_dir, settings.resolved_secret(), settings.artifacts_url)
+    return ArtifactStore(settings.data_dir, settings.resolved_secret())
 
 
 def make_queue(settings: Settings, meta: MetadataStore, art: ArtifactStore):

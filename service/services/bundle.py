@@ -39,7 +39,7 @@ class ModelBundle:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for k in ("_index", "_names", "_fast", "_plain_labels"):
+        for k in ("_index", "_names", "_fast", "_plain_labels", "_v2_label_dt", "_v2_outputs"):
             state.pop(k, None)
         return state
 

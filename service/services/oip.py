@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from ..errors import ProblemError
+from ..errors import NotFound, ProblemError
 
 DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(bool), "INT8": np.dtype("<i1"), "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"),
@@ -197,10 +197,10 @@ def _as_text(arr: np.ndarray) -> list:
 
 
 def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndarray:
-    names = bundle.feature_names
-    index = {n: i for i, n in enumerate(names)}
+    names = bundle._names
+    index = bundle._index
     k = len(names)
-    fast = bool(getattr(bundle.preprocessor, "all_numeric", False))
+    fast = bundle._fast
     if len(tensors) == 1 and tensors[0].name not in index:
         t = tensors[0]
         arr = t.array
@@ -211,10 +211,10 @@ def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndar
         n = arr.shape[0]
         _check_rows(n, max_rows)
         if fast and t.datatype != "BYTES":
-            A = arr.astype(np.float64)
+            A = np.array(arr, dtype=np.float64, order="C")  # a copy the transform may work in
             if np.isinf(A).any():
                 raise bad(f"input {t.name!r}: values must be finite (NaN means missing)")
-            return bundle.preprocessor.transform_matrix(A)
+            return bundle.preprocessor.transform_matrix(A, copy=False)
         rows = [_as_text(r) for r in arr] if t.datatype == "BYTES" else arr.tolist()
         return bundle.preprocessor.transform(bundle.columns_from_rows(rows, loc_root=t.name))
     n = None
@@ -369,3 +369,73 @@ def encode_response(model_name: str, request_id: str | None, results: dict[str, 
     if not blobs:
         return data, None
     return data + b"".join(blobs), len(data)
+
+
+# -- one inference request, for the route and the front door alike ------------------------------------
+_PLANE = {"predict": "predictions", "predict_proba": "probabilities", "predict_std": "std"}
+
+
+def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
+    """The outputs through ``ModelBundle.predict_matrix``, the code that answers ``/v1`` predict (the same
+    numbers by construction), for classification and regression; None for outputs only ``run_inference`` has."""
+    if bundle.task not in ("classification", "regression") or not set(wanted) <= _PLANE.keys():
+        return None
+    proba, std = "predict_proba" in wanted, "predict_std" in wanted
+    if (proba and bundle.task != "classification") or (std and bundle.task != "regression"):
+        return None
+    out = bundle.predict_matrix(X, return_proba=proba, return_std=std)
+    results = {}
+    for name in wanted:
+        values = out[_PLANE[name]]
+        if name == "predict" and bundle.task == "classification":
+            dt = bundle.__dict__.get("_v2_label_dt")
+            if dt is None:
+                dt = bundle._v2_label_dt = label_datatype(list(bundle.classes or values))
+            results[name] = (dt, _typed(values, dt))
+        else:
+            results[name] = ("FP64", np.asarray(values, dtype=np.float64))
+    return results
+
+def resolve_model(meta, model_name: str) -> dict:
+    """The model record for an id or a unique name."""
+    record = meta.get_model(model_name)
+    if record is not None:
+        return record
+    found = meta.find_models_by_name(model_name)
+    if not found:
+        raise NotFound(f"no model has the id or name {model_name!r}")
+    if len(found) > 1:
+        ids = ", ".join(sorted(m["id"] for m in found))
+        raise V2Error(f"model name {model_name!r} is ambiguous: {len(found)} models share it ({ids}); "
+                      "use the model id instead")
+    return found[0]
+
+
+def infer(bundle, model_name: str, body: bytes, header_length: str | None,
+          max_rows: int) -> tuple[bytes, int | None, int]:
+    """Answer one inference request: (body, JSON header length when binary outputs follow, rows predicted)."""
+    req = parse_infer_request(body, header_length)
+    available = bundle.__dict__.get("_v2_outputs")
+    if available is None:  # once per loaded bundle (not pickled: ModelBundle.__getstate__)
+        caps = bundle_capabilities(bundle)
+        available = bundle._v2_outputs = [o["name"] for o in available_outputs(bundle.task, caps, bundle.classes)]
+    if req.outputs is None:
+        wanted = available
+        binary = dict.fromkeys(wanted, req.binary_output)
+    else:
+        wanted, binary = [], {}
+        for o in req.outputs:
+            if o["name"] not in available:
+                raise V2Error(f"unknown output {o['name']!r}: this model's outputs are {', '.join(available)}")
+            wanted.append(o["name"])
+            binary[o["name"]] = bool((o.get("parameters") or {}).get("binary_data", req.binary_output))
+    X = matrix_from_tensors(bundle, req.inputs, max_rows)
+    results = _shared_plane(bundle, X, wanted)
+    if results is None:
+        results = run_inference(bundle, X, wanted)
+    extra = {}
+    if "predict_proba" in results and bundle.classes is not None:
+        extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
+    n = next(iter(results.values()))[1].shape[0] if results else 0
+    data, json_len = encode_response(model_name, req.id, results, binary, extra)
+    return data, json_len, n

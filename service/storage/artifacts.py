@@ -133,6 +133,8 @@ def _remove(path: Path) -> None:
 
 
 class ArtifactStore:
+    local = True  # artifacts are files here: an existence check is a stat
+
     def __init__(self, root: Path, secret: bytes):
         self.root = Path(root)
         self.secret = secret
@@ -249,11 +251,28 @@ class ArtifactStore:
     def _tag(self, payload: bytes) -> bytes:
         return hmac.new(self.secret, payload, hashlib.sha256).digest()
 
-    def save_bundle(self, model_id: str, bundle: Any) -> int:
+    def signed_blob(self, bundle: Any) -> bytes:
+        """A bundle as stored: ``MAGIC | HMAC-SHA256(key, payload) | payload`` (payload: a joblib pickle)."""
         buf = io.BytesIO()
         joblib.dump(bundle, buf, compress=3)
         payload = buf.getvalue()
-        blob = MAGIC + self._tag(payload) + payload
+        return MAGIC + self._tag(payload) + payload
+
+    def verified_bundle(self, blob: bytes, name: str) -> Any:
+        """The bundle in ``blob``, unpickled only after its signature is verified (constant-time)."""
+        if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + TAG_LEN:
+            raise ArtifactError(f"model artifact {name} is not a signed Orchard bundle; refusing to load it")
+        tag = blob[len(MAGIC): len(MAGIC) + TAG_LEN]
+        payload = blob[len(MAGIC) + TAG_LEN:]
+        if not hmac.compare_digest(tag, self._tag(payload)):
+            raise ArtifactError(
+                f"model artifact {name} failed signature verification (tampered with, or signed with "
+                "another ORCHARD_SECRET_KEY); refusing to load it"
+            )
+        return joblib.load(io.BytesIO(payload))
+
+    def save_bundle(self, model_id: str, bundle: Any) -> int:
+        blob = self.signed_blob(bundle)
         atomic_write(self.model_path(model_id), blob)
         return len(blob)
 
@@ -263,16 +282,10 @@ class ArtifactStore:
             blob = path.read_bytes()
         except FileNotFoundError:
             raise ArtifactError(f"model artifact {path.name} is missing") from None
-        if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + TAG_LEN:
-            raise ArtifactError(f"model artifact {path.name} is not a signed Orchard bundle; refusing to load it")
-        tag = blob[len(MAGIC): len(MAGIC) + TAG_LEN]
-        payload = blob[len(MAGIC) + TAG_LEN:]
-        if not hmac.compare_digest(tag, self._tag(payload)):
-            raise ArtifactError(
-                f"model artifact {path.name} failed signature verification (tampered with, or signed with "
-                "another ORCHARD_SECRET_KEY); refusing to load it"
-            )
-        return joblib.load(io.BytesIO(payload))
+        return self.verified_bundle(blob, path.name)
+
+    def model_exists(self, model_id: str) -> bool:
+        return self.model_path(model_id).exists()
 
     def delete_model(self, model_id: str) -> None:
         self.model_path(model_id).unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Common checks run on every registered estimator (DESIGN.md, the estimator contract)."""
+"""Common checks run on every registered estimator (the estimator contract of ``core/base.py``)."""
 
 from __future__ import annotations
 

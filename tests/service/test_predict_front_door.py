@@ -197,3 +197,46 @@ def test_labels_are_json_ready_python_values():
     assert not scalars._plain_labels
     got = scalars.predict_matrix(np.zeros((1, 1)))["predictions"]
     assert got == [7] and type(got[0]) is int
+
+
+V2_ROUTE = "/v2/models/{model_name}/infer"
+
+
+def test_v2_infer_paths_are_recognised_exactly():
+    from service.api.fastpath import infer_model_name
+
+    assert infer_model_name("/v2/models/mdl_1/infer") == "mdl_1"
+    for path in ("/v2/models//infer", "/v2/models/mdl_1/versions/1/infer", "/v2/models/mdl_1/infer/",
+                 "/v1/models/mdl_1/infer", "/v2/models/mdl_1/ready"):
+        assert infer_model_name(path) is None, path
+
+
+def test_v2_infer_through_the_front_door_matches_v1_with_its_own_errors_and_metrics(client, model, caplog):
+    rows = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
+    v1 = client.post(f"/v1/models/{model}/predict", json={"rows": rows, "return_proba": True}).json()
+    tensor = {"name": "input-0", "shape": [2, 4], "datatype": "FP64", "data": [v for r in rows for v in r]}
+    with caplog.at_level(logging.INFO, logger="orchard.access"):
+        ok = client.post(f"/v2/models/{model}/infer", json={"inputs": [tensor]}, headers={"X-Request-ID": "rid-v2"})
+        bad = client.post(f"/v2/models/{model}/infer", content=b"{not json")
+        gone = client.post("/v2/models/mdl_missing/infer", json={"inputs": [tensor]})
+        media = client.post(f"/v2/models/{model}/infer", content=b"x", headers={"content-type": "text/plain"})
+    assert ok.status_code == 200 and ok.headers["x-request-id"] == "rid-v2"
+    outs = {o["name"]: o for o in ok.json()["outputs"]}
+    assert outs["predict"]["data"] == v1["predictions"]
+    assert np.array(outs["predict_proba"]["data"]).reshape(2, 3).tolist() == v1["probabilities"]  # identical
+    assert (bad.status_code, gone.status_code, media.status_code) == (400, 404, 415)
+    for r in (bad, gone, media):
+        assert set(r.json()) == {"error"} and r.headers["content-type"] == "application/json"
+        assert len(r.headers["x-request-id"]) == 32
+    routes = [orjson.loads(JsonFormatterLine(rec))["route"] for rec in caplog.records if rec.name == "orchard.access"]
+    assert routes == [V2_ROUTE] * 4
+    m = scrape(client)
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", V2_ROUTE), ("status", "200")))] == 1
+    assert m[("orchard_predicted_rows_total", (("protocol", "v2"),))] == 2
+    # binary outputs through the front door: the header length and the raw buffers
+    b = client.post(f"/v2/models/{model}/infer", json={"inputs": [tensor], "parameters": {"binary_data_output": True}})
+    assert b.status_code == 200 and b.headers["content-type"] == "application/octet-stream"
+    head_len = int(b.headers["inference-header-content-length"])
+    head = orjson.loads(b.content[:head_len])
+    proba = next(o for o in head["outputs"] if o["name"] == "predict_proba")
+    assert proba["parameters"]["binary_data_size"] == 2 * 3 * 8

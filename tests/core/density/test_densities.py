@@ -1,4 +1,4 @@
-"""Density estimators: seed 000 W5 and §5.2.1 closed forms, Laplace die, predictive checks."""
+"""Density estimators: [Passerini §5.2.1, §5.5.1] closed forms, Laplace die, predictive checks."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ GD = registry.get("gaussian_density")
 BD = registry.get("bernoulli_density")
 CD = registry.get("categorical_density")
 
-# seed 000 W5: D = {H, H, T, T, T, H, H} (H = 1)
+# [Passerini §5.5.1]: D = {H, H, T, T, T, H, H} (H = 1)
 COINS = np.array([1, 1, 0, 0, 0, 1, 1], dtype=float)[:, None]
 
 
@@ -28,7 +28,7 @@ def test_bernoulli_mle_is_four_sevenths():
 
 @pytest.mark.parametrize("a_h,a_t", [(1.0, 1.0), (2.0, 5.0), (0.0, 0.0), (0.5, 3.0)])
 def test_bernoulli_bayesian_predictive(a_h, a_t):
-    """(alpha_h + 4) / (alpha_h + alpha_t + 7), l.1183; 5/9 for a uniform prior."""
+    """(alpha_h + 4) / (alpha_h + alpha_t + 7) [Passerini §5.5.1]; 5/9 for a uniform prior."""
     est = BD(method="bayesian", alpha_h=a_h, alpha_t=a_t).fit(COINS)
     assert est.theta_[0] == pytest.approx((a_h + 4) / (a_h + a_t + 7))
     assert est.posterior_alpha_h_[0] == a_h + 4 and est.posterior_alpha_t_[0] == a_t + 3
@@ -50,7 +50,7 @@ def test_bernoulli_missing_values_binarize_and_mle_zero():
 
 
 def test_laplace_smoothed_die():
-    """seed 002 A.8 / notes W10: {1,3,5,4,4,6}; p1 = 1/6, p2 = 1/12, ..., p4 = 1/4."""
+    """[Arias Example A.8]: {1,3,5,4,4,6}; p1 = 1/6, p2 = 1/12, ..., p4 = 1/4."""
     faces = (np.array([1, 3, 5, 4, 4, 6]) - 1.0)[:, None]
     est = CD(method="bayesian", alpha=1.0, min_categories=6).fit(faces)
     np.testing.assert_allclose(est.theta_[0], [1 / 6, 1 / 12, 1 / 6, 1 / 4, 1 / 6, 1 / 6])
@@ -76,14 +76,14 @@ def test_gaussian_mle_matches_scipy():
     rng = np.random.default_rng(0)
     X = rng.multivariate_normal([1, -1, 0], [[2, 0.5, 0], [0.5, 1, 0.2], [0, 0.2, 0.5]], size=200)
     est = GD(method="mle", reg_covar=0.0).fit(X)
-    cov = np.cov(X.T, bias=True)  # seed 000 §5.1.2: the 1/n estimator
+    cov = np.cov(X.T, bias=True)  # [Passerini §5.1.2]: the 1/n estimator
     np.testing.assert_allclose(est.scale_matrix_, cov, rtol=1e-12)
     ref = stats.multivariate_normal(X.mean(0), cov).logpdf(X[:5])
     np.testing.assert_allclose(est.score_samples(X[:5]), ref)
 
 
 def test_gaussian_known_variance_conjugate_update_closed_form():
-    """seed 000 §5.2.1 l.1089-1105: mu_n, sigma_n^2 and the predictive N(mu_n, s^2 + s_n^2)."""
+    """[Passerini §5.2.1]: mu_n, sigma_n^2 and the predictive N(mu_n, s^2 + s_n^2)."""
     x = np.array([2.1, 1.7, 2.6, 2.2, 1.9, 3.0])[:, None]
     n, xbar = 6, x.mean()
     s2, s02, mu0 = 0.5, 2.0, -1.0
@@ -95,7 +95,7 @@ def test_gaussian_known_variance_conjugate_update_closed_form():
     assert est.posterior_covariance_[0, 0] == pytest.approx(var_n, rel=1e-12)
     q = np.array([[0.0], [2.0], [4.5]])
     np.testing.assert_allclose(est.score_samples(q), stats.norm(mu_n, np.sqrt(s2 + var_n)).logpdf(q[:, 0]))
-    # many observations: the sample mean dominates and the posterior variance shrinks (l.1095-1099)
+    # many observations: the sample mean dominates and the posterior variance shrinks ([Passerini §5.2.1])
     big = np.random.default_rng(0).normal(3.0, np.sqrt(s2), size=(5000, 1))
     est = GD(method="bayesian", prior="normal", noise_variance=s2, prior_mean=[mu0]).fit(big)
     assert est.posterior_mean_[0] == pytest.approx(big.mean(), abs=1e-3)

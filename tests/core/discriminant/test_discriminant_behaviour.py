@@ -28,7 +28,7 @@ def _blobs(seed=0, n=60):
 
 
 def test_qda_discriminant_matches_seed_formula():
-    """seed 002 C2: g_k = log pi_k - 1/2 log det S_k - d/2 log 2pi - 1/2 Mahalanobis^2."""
+    """[Arias §4.2.1]: g_k = log pi_k - 1/2 log det S_k - d/2 log 2pi - 1/2 Mahalanobis^2."""
     X, y = _blobs()
     est = QDA().fit(X, y)
     x = np.array([[0.5, 1.0], [2.0, -1.0]])
@@ -40,7 +40,7 @@ def test_qda_discriminant_matches_seed_formula():
 
 
 def test_lda_discriminant_is_linear_seed_formula():
-    """seed 002 C3: g_k = log pi_k + mu_k^T S^-1 x - 1/2 mu_k^T S^-1 mu_k (shared S)."""
+    """[Arias §4.2.1]: g_k = log pi_k + mu_k^T S^-1 x - 1/2 mu_k^T S^-1 mu_k (shared S)."""
     X, y = _blobs(1)
     est = LDA(solver="lsqr").fit(X, y)
     S = sum(np.cov(X[y == k].T, bias=True) / 3 for k in range(3))
@@ -56,7 +56,7 @@ def test_lda_discriminant_is_linear_seed_formula():
 
 
 def test_rda_limits_alpha_one_is_qda_alpha_zero_is_lda():
-    """seed 002 C4 / notes W11: alpha = 1 gives QDA, alpha = 0 gives LDA."""
+    """[Arias §4.2.2]: alpha = 1 gives QDA, alpha = 0 gives LDA."""
     X, y = _blobs(2)
     np.testing.assert_allclose(RDA(alpha=1.0, gamma=0.0).fit(X, y).predict_proba(X),
                                QDA().fit(X, y).predict_proba(X), atol=1e-12)

@@ -1,4 +1,4 @@
-"""Bagging: any registered base, max_samples / max_features, OOB, bootstrap statistics (notes W6)."""
+"""Bagging: any registered base, max_samples / max_features, OOB, bootstrap statistics ([Passerini §16.1.1])."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ def _data(n=300, seed=0):
 
 
 def test_bootstrap_unique_fraction_matches_seed_w6():
-    # seed 000 §16.1.1: a bootstrap sample holds 1 - (1 - 1/N)^N of the examples on average
+    # [Passerini §16.1.1]: a bootstrap sample holds 1 - (1 - 1/N)^N of the examples on average
     n = 100
     p = {"max_samples": 1.0, "max_features": 1.0, "bootstrap": True, "bootstrap_features": False,
          "oob_score": False, "n_estimators": 400, "random_state": 0}
     frac = np.mean([(c > 0).mean() for c, _, _ in draw_bags(p, n, 3)])
-    assert frac == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.005)  # 0.633968 (W6)
+    assert frac == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.005)  # 0.633968 [Passerini §16.1.1]
 
 
 def test_default_tree_base_with_oob():

@@ -1,4 +1,4 @@
-"""BayesianNetwork: seed 000 W3 (genes) and W4 (d-separation), variable elimination against
+"""BayesianNetwork: [Passerini §6.2] (genes) and [Passerini §6.3.6] (d-separation), variable elimination against
 brute-force enumeration of the joint, d-separation against numeric independence, learning."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from core.graphical import BayesianNetwork
 
 
 def genes():
-    """Seed 000 W3 (l.1327-1357), probable reading of Table 6: state 0 = active."""
+    """[Passerini §6.2], probable reading of Table 6: state 0 = active."""
     bn = BayesianNetwork([("A", "C"), ("B", "C")], {"A": 2, "B": 2, "C": 2})
     bn.set_cpt("A", [0.3, 0.7])
     bn.set_cpt("B", [0.3, 0.7])
@@ -53,9 +53,9 @@ def test_set_cpt_validation_and_parent_order():
         det.query("A", {"B": 1})
 
 
-# ---------------------------------------------------------------- d-separation (W4)
+# ------------------------------------------------------ d-separation [Passerini §6.3.6]
 def w4_graph():
-    """Smallest graph consistent with seed W4: A -> E <- F -> B, E -> C."""
+    """Smallest graph consistent with [Passerini §6.3.6], Fig. 14: A -> E <- F -> B, E -> C."""
     return BayesianNetwork(
         [("A", "E"), ("F", "E"), ("F", "B"), ("E", "C")], dict.fromkeys("AEFBC", 2)
     )
@@ -87,7 +87,7 @@ def test_canonical_connections(edges, marginal, given_c):
 def test_head_to_head_descendant_unblocks():
     g = BayesianNetwork([("a", "c"), ("b", "c"), ("c", "d")], dict.fromkeys("abcd", 2))
     assert g.d_separated("a", "b")
-    assert not g.d_separated("a", "b", "d")  # seed l.1483-1490
+    assert not g.d_separated("a", "b", "d")  # [Passerini §6]
     with pytest.raises(ValueError, match="disjoint"):
         g.d_separated("a", "a")
 

@@ -1,4 +1,4 @@
-"""kernel_perceptron: dual perceptron (seed 001 §6 eq. 68) vs a direct per-sample implementation."""
+"""kernel_perceptron: dual perceptron ([Colombo §6, eq. 68]) vs a direct per-sample implementation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kernel_ridge_regression: dual ridge (seed 001 §5.1.2, notes/001.md A22) vs KernelRidge and primal ridge."""
+"""kernel_ridge_regression: dual ridge ([Colombo §5.1.2]) vs KernelRidge and primal ridge."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_r2_parity_rbf_on_diabetes():
 
 
 def test_linear_kernel_equals_primal_ridge():
-    # seed 001 L1291: w = Phi^T a, so dual predictions = primal ridge predictions (no intercept)
+    # [Colombo §5.1.2]: w = Phi^T a, so dual predictions = primal ridge predictions (no intercept)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 4))
     y = rng.normal(size=30)

@@ -1,4 +1,4 @@
-"""core/kernels.py: seed identities (notes/000.md W7), PSD closure, parsing, GP kernel gradients."""
+"""core/kernels.py: kernel identities of [Passerini §12.3.1], PSD closure, parsing, GP kernel gradients."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ x = np.array([[1.0, 2.0]])
 xp = np.array([[3.0, 4.0]])
 
 
-# ---- seed 000 §12.3.1 (W7) -----------------------------------------------------------------
+# ---- [Passerini §12.3.1] -----------------------------------------------------------------
 def test_w7_linear_kernel_is_11():
     assert kernel_matrix(x, xp, kernel="linear")[0, 0] == pytest.approx(11.0)
 
@@ -64,7 +64,7 @@ def test_w7_cosine_normalised_linear_is_0_983870():
     np.testing.assert_allclose(np.diag(build_kernel("cosine(poly)", gamma=1.0, coef0=1.0)(X)), 1.0)
 
 
-# ---- PSD closure (seed 000 l.2540-2612) ---------------------------------------------------------
+# ---- PSD closure ([Passerini §12.4.2]) ---------------------------------------------------------
 PSD_EXPRESSIONS = [
     "linear",
     "poly",

@@ -1,4 +1,4 @@
-"""bayesian_linear_regression: closed forms of seed 001 §1.4 and sklearn BayesianRidge parity."""
+"""bayesian_linear_regression: closed forms of [Colombo §1.4] and sklearn BayesianRidge parity."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _data(n=80, d=4, seed=0):
 
 
 def test_flat_prior_is_least_squares():
-    # S_0 = inf I (alpha -> 0): w_N = (Phi^T Phi)^{-1} Phi^T t  (seed 001 eq. 25)
+    # S_0 = inf I (alpha -> 0): w_N = (Phi^T Phi)^{-1} Phi^T t  ([Colombo eq. 25])
     X, y = _data()
     m = BLR(alpha=1e-12, beta=1.0, fit_hyperparameters=False).fit(X, y)
     ols = LinReg().fit(X, y)
@@ -31,7 +31,7 @@ def test_flat_prior_is_least_squares():
 
 
 def test_gaussian_prior_is_ridge_with_lambda_sigma2_over_tau2():
-    # seed 001 eq. 26: S_0 = tau^2 I, noise sigma^2  =>  ridge with lambda = sigma^2 / tau^2
+    # [Colombo eq. 26]: S_0 = tau^2 I, noise sigma^2  =>  ridge with lambda = sigma^2 / tau^2
     X, y = _data()
     tau2, sigma2 = 2.0, 0.25
     m = BLR(alpha=1 / tau2, beta=1 / sigma2, fit_hyperparameters=False).fit(X, y)
@@ -44,7 +44,7 @@ def test_posterior_and_predictive_std_closed_form():
     X, y = _data(n=30, d=3, seed=1)
     alpha, beta = 0.7, 3.0
     m = BLR(alpha=alpha, beta=beta, fit_hyperparameters=False, fit_intercept=False).fit(X, y)
-    SN = np.linalg.inv(alpha * np.eye(3) + beta * X.T @ X)  # seed 001 L416 (reference only)
+    SN = np.linalg.inv(alpha * np.eye(3) + beta * X.T @ X)  # [Colombo §1.4] (reference only)
     mN = beta * SN @ X.T @ y
     np.testing.assert_allclose(m.sigma_, SN, rtol=1e-10)
     np.testing.assert_allclose(m.coef_, mN, rtol=1e-10)
@@ -58,7 +58,7 @@ def test_posterior_and_predictive_std_closed_form():
 
 
 def test_sequential_updating_equals_batch():
-    # seed 001 L460: the posterior after one point is the prior for the next
+    # [Colombo §1.4]: the posterior after one point is the prior for the next
     X, y = _data(n=12, d=2, seed=2)
     alpha, beta = 1.5, 2.0
     S_inv, b = alpha * np.eye(2), np.zeros(2)

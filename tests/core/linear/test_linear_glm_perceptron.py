@@ -88,7 +88,7 @@ def test_perceptron_learns_separable_data_with_zero_mistakes():
 
 
 def test_perceptron_rule_by_hand():
-    # seed 001 Algorithm 1 without shuffling: w <- w + eta t x on each mistake (t*f(x) <= 0)
+    # [Colombo Algorithm 1] without shuffling: w <- w + eta t x on each mistake (t*f(x) <= 0)
     X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -0.5]])
     y = np.array([1, 0, 0])
     m = Perceptron(shuffle=False, max_iter=1, tol=None, eta0=0.5).fit(X, y)
@@ -146,7 +146,7 @@ def test_perceptron_one_vs_one():
 
 # ------------------------------------------------------------------ least squares classifier
 def test_least_squares_classifier_closed_form():
-    # seed 001 eq. 35: W = (X~^T X~)^{-1} X~^T T with one-hot T
+    # [Colombo eq. 35]: W = (X~^T X~)^{-1} X~^T T with one-hot T
     X, y = _scaled(load_iris)
     m = LSC(target_encoding="one_hot").fit(X, y)
     Xt = np.column_stack([np.ones(len(X)), X])

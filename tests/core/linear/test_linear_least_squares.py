@@ -83,7 +83,7 @@ def test_ridge_solvers_agree_with_closed_form(solver):
     X, y, _ = _data(n=300, d=6, seed=2)
     alpha = 5.0
     Xc, yc = X - X.mean(0), y - y.mean()
-    ref = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(6), Xc.T @ yc)  # seed 001 eq. 21, unpenalised b
+    ref = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(6), Xc.T @ yc)  # [Colombo eq. 21], unpenalised b
     kw = {"max_iter": 5000, "tol": 1e-11} if solver == "gd" else {"max_iter": 400, "tol": 1e-9}
     m = RidgeReg(alpha=alpha, solver=solver, random_state=0, **kw).fit(X, y)
     rtol = 2e-3 if solver == "sgd" else 1e-7

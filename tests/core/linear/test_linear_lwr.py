@@ -1,4 +1,4 @@
-"""locally_weighted_regression: equals a direct weighted least-squares solve (seed 004 §1.2.1)."""
+"""locally_weighted_regression: equals a direct weighted least-squares solve ([da Silva Neto §1.2.1])."""
 
 from __future__ import annotations
 

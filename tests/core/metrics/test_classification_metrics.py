@@ -167,7 +167,7 @@ def test_confusion_matrix_matches_sklearn(key):
 
 
 def test_confusion_matrix_worked_example():
-    # seed 000 E7: rows truth, columns prediction; diagonal = TP
+    # [Passerini §4 (multiclass confusion matrix)]: rows truth, columns prediction; diagonal = TP
     cm = M.confusion_matrix(["x", "x", "y", "y", "y"], ["x", "y", "y", "y", "x"])
     assert cm.tolist() == [[1, 1], [1, 2]]
 

@@ -74,7 +74,7 @@ def test_cross_validate_matches_sklearn_on_same_folds():
     assert_allclose(res["scores"]["mae"], -ref["test_neg_mean_absolute_error"], rtol=1e-10)
     assert res["mean"]["r2"] == pytest.approx(np.mean(ref["test_r2"]), abs=1e-10)
     assert res["std"]["r2"] == pytest.approx(np.std(ref["test_r2"], ddof=1), abs=1e-10)
-    # seed 000 E12: Var(mean) = 1/(k(k-1)) sum (S_i - S)^2
+    # [Passerini §4 (k-fold CV)]: Var(mean) = 1/(k(k-1)) sum (S_i - S)^2
     s = np.asarray(res["scores"]["r2"])
     assert res["sem"]["r2"] == pytest.approx(np.sqrt(((s - s.mean()) ** 2).sum() / 20), abs=1e-12)
     assert res["greater_is_better"] == {"r2": True, "mse": False, "mae": False}

@@ -1,4 +1,4 @@
-"""Naive Bayes mathematics: seed examples, smoothing, missing values, weights, errors."""
+"""Naive Bayes mathematics: examples from the notes, smoothing, missing values, weights, errors."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ CNB = registry.get("categorical_nb")
 
 
 def test_laplace_smoothed_die_categorical_nb():
-    """seed 002 A.8 / notes W10: die sample {1,3,5,4,4,6}, pseudocount 1 per face."""
+    """[Arias Example A.8]: die sample {1,3,5,4,4,6}, pseudocount 1 per face."""
     faces = np.array([1, 3, 5, 4, 4, 6]) - 1.0
     # the die is class "d"; a second class makes it a classifier
     X = np.concatenate([faces, [0.0, 1.0]])[:, None]
@@ -29,12 +29,12 @@ def test_laplace_smoothed_die_categorical_nb():
 
 
 def test_bernoulli_nb_laplace_formula_seed_004():
-    """seed 004 §1.4.4 L507: phi_{j|y} = (count + 1) / (class count + 2)."""
+    """[da Silva Neto §1.4.4]: phi_{j|y} = (count + 1) / (class count + 2)."""
     X = np.array([[1, 0], [1, 1], [0, 0], [1, 0], [0, 0]], dtype=float)
     y = np.array([0, 0, 0, 1, 1])
     est = BNB(alpha=1.0, binarize=None).fit(X, y)
     np.testing.assert_allclose(np.exp(est.feature_log_prob_), [[3 / 5, 2 / 5], [2 / 4, 1 / 4]])
-    # g_k(x) = log pi_k + sum_j [x_j log phi + (1 - x_j) log(1 - phi)]  (seed 002 C5)
+    # g_k(x) = log pi_k + sum_j [x_j log phi + (1 - x_j) log(1 - phi)]  ([Arias §4.3])
     x = np.array([[1.0, 0.0]])
     phi = np.exp(est.feature_log_prob_)
     g = np.log([3 / 5, 2 / 5]) + np.log(phi[:, 0]) + np.log(1 - phi[:, 1])
@@ -42,7 +42,7 @@ def test_bernoulli_nb_laplace_formula_seed_004():
 
 
 def test_multinomial_event_model_seed_004():
-    """seed 004 §1.4.5 L525-531: phi_{v|k} = (count of word v in class k + 1) / (words in k + V)."""
+    """[da Silva Neto §1.4.5]: phi_{v|k} = (count of word v in class k + 1) / (words in k + V)."""
     X = np.array([[2, 1, 0], [1, 0, 0], [0, 1, 3]], dtype=float)
     y = np.array(["ham", "ham", "spam"])
     est = MNB(alpha=1.0).fit(X, y)

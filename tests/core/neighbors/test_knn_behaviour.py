@@ -71,7 +71,7 @@ def test_distance_weights_exact_match_takes_all_weight():
 
 
 def test_distance_weighted_vote_differs_from_majority():
-    # seed 000 §3.5 (Fig. 5): two far '+' outvote one close '-' unless weighted by 1/d
+    # [Passerini §3.5, Fig. 5]: two far '+' outvote one close '-' unless weighted by 1/d
     Xt = np.array([[0.1], [2.0], [2.1]])
     y = np.array(["-", "+", "+"])
     assert KNNC(n_neighbors=3).fit(Xt, y).predict([[0.0]])[0] == "+"

@@ -33,7 +33,7 @@ def _xor(n=400, seed=0):
                   ("rmsprop", 0.01), ("adam", 0.01)]
 )
 def test_every_solver_learns_xor(solver, lr):
-    """XOR is not linearly separable (seed 000 l.1956): a hidden layer is needed."""
+    """XOR is not linearly separable ([Passerini §10.1]): a hidden layer is needed."""
     X, y = _xor()
     m = MLPClassifier(hidden_layer_sizes=[16], activation="tanh", solver=solver, learning_rate_init=lr,
                       max_iter=150, random_state=0, momentum=0.9).fit(X, y)
@@ -66,7 +66,7 @@ def test_linear_schedule_values():
     p = validate_params(common_params(), {"learning_rate": "linear", "learning_rate_init": 0.1,
                                           "learning_rate_min": 0.01, "decay_epochs": 10})
     lrs = [_learning_rate(p, t, 0, 0.1) for t in range(12)]
-    # seed 000 l.2972: eta_t = (1 - t/tau) eta_0 + (t/tau) eta_min, then eta_min
+    # [Passerini §13.4]: eta_t = (1 - t/tau) eta_0 + (t/tau) eta_min, then eta_min
     np.testing.assert_allclose(lrs[:10], [(1 - t / 10) * 0.1 + t / 10 * 0.01 for t in range(10)])
     assert lrs[10] == lrs[11] == 0.01
     p = validate_params(common_params(), {"learning_rate": "linear", "learning_rate_init": 0.1,

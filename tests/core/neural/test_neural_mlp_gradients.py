@@ -1,6 +1,6 @@
-"""Back-propagation checked against central finite differences (seed 000 §13.2.3).
+"""Back-propagation checked against central finite differences ([Passerini §13.2.3]).
 
-The seeds' delta formulas are garbled, so every activation/output pair, batch
+The notes' delta formulas [Passerini §13] are garbled, so every activation/output pair, batch
 normalisation, the L1/L2 penalties and sample weights are verified numerically.
 """
 

@@ -31,7 +31,7 @@ def _blobs(n=60, gap=4.0, seed=0):
     return X, y
 
 
-# ---- seed 000 §11: hard margin ---------------------------------------------------------------------
+# ---- [Passerini §11]: hard margin ---------------------------------------------------------------------
 @pytest.mark.parametrize("kernel", ["linear", "rbf", "poly"])
 def test_hard_margin_on_separable_data(kernel):
     X, y = _blobs(gap=6.0)
@@ -64,7 +64,7 @@ def test_hard_margin_linear_matches_geometry():
     assert sorted(clf.support_.tolist()) == [1, 2]
 
 
-# ---- KKT conditions after SMO (seed 000 eq. 11.15-11.16) ------------------------------------------
+# ---- KKT conditions after SMO ([Passerini eq. 11.15-11.16]) ------------------------------------------
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid", "rbf+linear"])
 def test_kkt_conditions_after_smo(kernel):
     rng = np.random.default_rng(1)

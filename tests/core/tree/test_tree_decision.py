@@ -1,4 +1,4 @@
-"""Decision trees: seed worked examples (notes/000.md W1, W2), criteria, pruning, missing/categorical."""
+"""Decision trees: worked examples of [Passerini §2.3.2, §2.3.4], criteria, pruning, missing/categorical."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _h(*p):
     return float(-(p * np.log2(p)).sum())
 
 
-# ----------------------------------------------------------------- W1: seed 000 §2.3.2
+# ------------------------------------- threshold selection example: [Passerini §2.3.2]
 W1_X = np.array([[2.5], [3.0], [4.5], [5.0], [6.0]])
 W1_y = np.array(["+", "+", "-", "-", "+"])
 
@@ -61,7 +61,7 @@ def test_w1_full_tree_uses_both_thresholds():
     assert DTC(criterion="entropy").fit(W1_X, W1_y).score(W1_X, W1_y) == 1.0
 
 
-# ----------------------------------------------------------------- W2: seed 000 §2.3.4
+# ------------------------------- missing value, fractional propagation: [Passerini §2.3.4]
 def _w2_tree():
     # OUTLOOK codes: 0 rain (5 examples, yes), 1 overcast (4, yes), 2 sunny (1, no)
     X = np.array([[0.0]] * 5 + [[1.0]] * 4 + [[2.0]])

@@ -1,14 +1,14 @@
 """Growth is pinned: fixed-seed fits must give exactly the trees the reference implementation gave.
 
-The digests below were computed with the growth code before the memory work of the ``forest`` branch
-(per-row fraction arrays, 64-bit row state, unchunked routing).  Any change of a split, threshold,
-child fraction, value or count changes a digest.  If growth is changed on purpose, recompute them and
+The digests below were computed with a reference growth implementation (per-row fraction arrays,
+64-bit row state, unchunked routing); the memory-lean growth must reproduce them.  Any change of a
+split, threshold, child fraction, value or count changes a digest.  If growth is changed on purpose, recompute them and
 say why in the commit.
 
 Floats are hashed rounded to 10 significant digits: NumPy's sums take different SIMD paths on different
-CPUs (AVX-512 or not), so the last bits of thresholds, fractions and impurities are machine-specific; the
-exact-bit digests of the first version failed for ``dtc_missing_cat`` on a machine without AVX-512
-(session 3). A changed split, threshold, fraction or count still changes a digest.
+CPUs (AVX-512 or not), so the last bits of thresholds, fractions and impurities are machine-specific
+(exact-bit digests of ``dtc_missing_cat`` differ between machines with and without AVX-512).  A changed
+split, threshold, fraction or count still changes a digest.
 """
 
 from __future__ import annotations

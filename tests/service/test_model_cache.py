@@ -1,0 +1,149 @@
+"""The model cache: measured sizes, the eviction rule, one load per cold model, metrics, delete under load."""
+
+import threading
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.services.inference import measured_nbytes
+from tests.service.conftest import iris_csv, train, upload_csv
+
+
+def test_measured_nbytes_counts_buffers_once_and_views_through_their_base():
+    a = np.zeros(1_000_000)  # 8 MB
+    obj = {"a": a, "view": a[::2], "again": a, "small": [1, 2, 3], "nested": {"b": np.ones(10_000, dtype=np.float32)}}
+    n = measured_nbytes(obj)
+    assert 8_000_000 + 40_000 <= n < 8_000_000 + 40_000 + 10_000
+
+    class Holder:
+        def __init__(self):
+            self.x = np.empty((100, 100))
+            self.children = [np.empty(1000) for _ in range(3)]
+
+    assert measured_nbytes(Holder()) >= 80_000 + 24_000
+
+
+@pytest.fixture
+def app_client(tmp_path):
+    from service.settings import Settings
+
+    s = Settings(data_dir=tmp_path / "data", workers=0, secret_key="test-secret")
+    with TestClient(create_app(s)) as c:
+        yield c
+
+
+def _models(client, n):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    ids = []
+    for i in range(n):
+        mid, job = train(client, algorithm="random_forest_classifier", dataset_id=ds, target="species",
+                         params={"n_estimators": 5 + i, "random_state": i})
+        assert job["status"] == "succeeded", job
+        ids.append(mid)
+    return ids
+
+
+ROW = {"instances": [{"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}]}
+
+
+def test_lru_by_measured_size_and_an_oversize_model_evicts_nothing(app_client):
+    cache = app_client.app.state.runtime.cache
+    a, b, c = _models(app_client, 3)
+    sizes = {}
+    for mid in (a, b, c):
+        assert app_client.post(f"/v1/models/{mid}/predict", json=ROW).status_code == 200
+        sizes[mid] = measured_nbytes(app_client.app.state.runtime.art.load_bundle(mid))  # as loaded
+    # charged its measured size (to the few bytes of objects shared between walks), not a multiple of the file
+    assert cache.size_bytes == pytest.approx(sum(sizes.values()), rel=0.01)
+    # a budget that holds two of the three: the least recently used goes
+    cache.evict(a), cache.evict(b), cache.evict(c)
+    cache.max_bytes = sizes[a] + sizes[b] + sizes[c] - min(sizes.values()) // 2
+    for mid in (a, b, c):
+        app_client.post(f"/v1/models/{mid}/predict", json=ROW)
+    assert a not in cache and b in cache and c in cache
+    assert cache.size_bytes <= cache.max_bytes
+    # a budget that holds only the smallest model: the larger ones are served from the oversize slot, one at a
+    # time, and never evict the small one
+    small, mid_, large = sorted(sizes, key=sizes.get)
+    for m in sizes:
+        cache.evict(m)
+    cache.max_bytes = sizes[small] + 100
+    loads, evictions = cache.loads, cache.evictions
+    for m in (small, mid_, large, mid_, small):
+        assert app_client.post(f"/v1/models/{m}/predict", json=ROW).status_code == 200
+        assert small in cache
+    assert cache.loads == loads + 4 and cache.evictions == evictions + 2  # mid, large, mid: two replacements
+    assert mid_ in cache and large not in cache
+    metrics = app_client.get("/metrics").text
+    for name in ("orchard_model_cache_loads_total", "orchard_model_cache_evictions_total",
+                 "orchard_model_cache_load_seconds_total", "orchard_model_cache_size_bytes"):
+        assert name in metrics
+
+
+def test_concurrent_first_requests_load_a_cold_model_once(app_client):
+    (mid,) = _models(app_client, 1)
+    cache = app_client.app.state.runtime.cache
+    cache.evict(mid)
+    art = app_client.app.state.runtime.art
+    original = art.load_bundle
+    calls = []
+    gate = threading.Event()
+
+    def slow_load(model_id):
+        calls.append(model_id)
+        gate.wait(5)
+        return original(model_id)
+
+    art.load_bundle = slow_load
+    try:
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(cache.get(mid))) for _ in range(8)]
+        for t in threads:
+            t.start()
+        threading.Timer(0.3, gate.set).start()
+        for t in threads:
+            t.join(10)
+    finally:
+        art.load_bundle = original
+    assert len(out) == 8 and all(o is out[0] for o in out)
+    assert calls == [mid]
+
+
+def test_delete_under_load_answers_200_or_404_never_500(app_client):
+    (mid,) = _models(app_client, 1)
+    cache = app_client.app.state.runtime.cache
+    statuses = []
+    stop = threading.Event()
+
+    def hammer():
+        while not stop.is_set():
+            cache.evict(mid)  # every request a cold load: the window between record and artifact is hit
+            statuses.append(app_client.post(f"/v1/models/{mid}/predict", json=ROW).status_code)
+            statuses.append(app_client.post(f"/v2/models/{mid}/infer", json={"inputs": [
+                {"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": [5.1, 3.5, 1.4, 0.2]}]}).status_code)
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while len(statuses) < 12:
+        pass
+    assert app_client.delete(f"/v1/models/{mid}").status_code == 204
+    n = len(statuses)
+    while len(statuses) < n + 12:
+        pass
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert set(statuses) <= {200, 404}, sorted(set(statuses))
+    assert statuses[-1] == 404 and 200 in statuses
+
+
+def test_artifact_missing_under_an_existing_record_is_still_an_integrity_error(app_client):
+    (mid,) = _models(app_client, 1)
+    rt = app_client.app.state.runtime
+    rt.cache.evict(mid)
+    rt.art.model_path(mid).unlink()
+    r = app_client.post(f"/v1/models/{mid}/predict", json=ROW)
+    assert r.status_code == 500 and "missing" in r.json()["detail"]

@@ -1,0 +1,113 @@
+"""Artifacts on S3-compatible object storage (ORCHARD_ARTIFACTS_URL=s3://bucket/prefix), against a real
+S3 server (moto's server mode): two apps with separate data directories share datasets and models through the
+bucket alone; signatures, deletes and bad configuration behave as with the local directory."""
+
+import time
+
+import boto3
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+from tests.s3server import s3_server
+from tests.service.conftest import assert_problem, iris_csv, train, upload_csv
+
+ROW = {"rows": [[5.1, 3.5, 1.4, 0.2]]}
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    with s3_server() as (env, bucket):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        yield boto3.client("s3"), bucket
+
+
+def _keys(client, bucket):
+    return sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", ()))
+
+
+def test_two_processes_share_datasets_and_models_through_the_bucket_only(tmp_path, s3):
+    client, bucket = s3
+    db = f"sqlite:///{tmp_path / 'meta.db'}"
+    common = dict(database_url=db, artifacts_url=f"s3://{bucket}/prod", secret_key="shared", workers=0)
+    with TestClient(create_app(Settings(data_dir=tmp_path / "a", **common))) as a, \
+            TestClient(create_app(Settings(data_dir=tmp_path / "b", **common))) as b:
+        assert a.get("/health/ready").json()["checks"]["artifacts"] == "ok"
+        ds = upload_csv(a, iris_csv()).json()["id"]
+        mid, job = train(a, algorithm="logistic_regression", dataset_id=ds, target="species")
+        assert job["status"] == "succeeded", job
+        keys = _keys(client, bucket)
+        assert f"prod/models/{mid}.joblib" in keys and f"prod/datasets/{ds}/schema.json" in keys
+        assert not (tmp_path / "b" / "datasets" / ds).exists()
+        # b has never seen either: it reads both from the bucket
+        assert b.post(f"/v1/models/{mid}/predict", json=ROW).json()["predictions"] == ["setosa"]
+        ev = b.post(f"/v1/models/{mid}/evaluate", json={"dataset_id": ds})
+        assert ev.status_code == 200 and ev.json()["metrics"]["accuracy"] > 0.9
+        assert b.get(f"/v1/datasets/{ds}/rows?limit=2").status_code == 200
+        # a model trained by b is served by a
+        mid2, _ = train(b, algorithm="knn_classifier", dataset_id=ds, target="species")
+        assert a.post(f"/v1/models/{mid2}/predict", json=ROW).json()["predictions"] == ["setosa"]
+        # delete through a: gone from the bucket, 404 in b (whose cache notices within a second)
+        assert a.delete(f"/v1/models/{mid}").status_code == 204
+        assert f"prod/models/{mid}.joblib" not in _keys(client, bucket)
+        deadline = time.monotonic() + 10  # b's cache re-checks the bucket at most once a second, off the loop
+        while (r := b.post(f"/v1/models/{mid}/predict", json=ROW)).status_code == 200:
+            assert time.monotonic() < deadline, "b kept serving a deleted model"
+            time.sleep(0.2)
+        assert_problem(r, 404)
+        assert a.delete(f"/v1/datasets/{ds}").status_code == 204
+        assert not [k for k in _keys(client, bucket) if k.startswith(f"prod/datasets/{ds}/")]
+
+
+def test_a_tampered_object_is_refused_and_a_missing_one_is_reported(tmp_path, s3):
+    client, bucket = s3
+    s = Settings(data_dir=tmp_path / "a", artifacts_url=f"s3://{bucket}", secret_key="k", workers=0)
+    with TestClient(create_app(s)) as c:
+        ds = upload_csv(c, iris_csv()).json()["id"]
+        mid, _ = train(c, algorithm="logistic_regression", dataset_id=ds, target="species")
+        body = client.get_object(Bucket=bucket, Key=f"models/{mid}.joblib")["Body"].read()
+        client.put_object(Bucket=bucket, Key=f"models/{mid}.joblib", Body=body[:-1] + bytes([body[-1] ^ 1]))
+        c.app.state.runtime.cache.evict(mid)
+        r = c.post(f"/v1/models/{mid}/predict", json=ROW)
+        assert r.status_code == 500 and "signature verification" in r.json()["detail"]
+
+
+def test_an_unreachable_or_misconfigured_bucket(tmp_path, s3, monkeypatch):
+    _, bucket = s3
+    with pytest.raises(ValueError, match="ORCHARD_SECRET_KEY"):
+        with TestClient(create_app(Settings(data_dir=tmp_path / "a", artifacts_url=f"s3://{bucket}", workers=0))):
+            pass
+    with pytest.raises(ValueError, match="s3://bucket/prefix"):
+        with TestClient(create_app(Settings(data_dir=tmp_path / "a", artifacts_url="http://x", secret_key="k",
+                                            workers=0))):
+            pass
+    s = Settings(data_dir=tmp_path / "b", artifacts_url="s3://no-such-bucket/x", secret_key="k", workers=0)
+    with TestClient(create_app(s)) as c:
+        r = c.get("/health/ready")
+        assert r.status_code == 503 and "artifacts" in r.text
+
+
+def test_the_janitor_collects_orphans_in_the_bucket(tmp_path, s3):
+    """With artifacts on S3 the janitor lists the bucket: an orphan dataset and model (objects without rows)
+    go once older than the grace period, artifacts with rows stay."""
+    from service.queue.runtime import open_stores
+    from service.services.janitor import collect
+
+    client, bucket = s3
+    settings = Settings(data_dir=tmp_path / "a", database_url=f"sqlite:///{tmp_path / 'meta.db'}",
+                        artifacts_url=f"s3://{bucket}/prod", secret_key="shared", workers=0)
+    with TestClient(create_app(settings)) as a:
+        ds = upload_csv(a, iris_csv()).json()["id"]
+        mid, _ = train(a, algorithm="logistic_regression", dataset_id=ds, target="species")
+    meta, art = open_stores(settings)
+    client.put_object(Bucket=bucket, Key="prod/models/mdl_orphan.joblib", Body=b"x")
+    client.put_object(Bucket=bucket, Key="prod/datasets/ds_orphan/c0.npy", Body=b"x")
+    assert collect(meta, art, grace_s=3600)["models"] == []
+    report = collect(meta, art, grace_s=0)
+    meta.dispose()
+    assert report["models"] == ["mdl_orphan.joblib"] and report["datasets"] == ["ds_orphan"]
+    keys = _keys(client, bucket)
+    assert f"prod/models/{mid}.joblib" in keys and f"prod/datasets/{ds}/schema.json" in keys
+    assert not [k for k in keys if "orphan" in k]
