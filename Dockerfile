@@ -68,7 +68,8 @@ RUN /opt/orchard/bin/pip install "$([ -n "$PIP_CACHE_MOUNT" ] && echo "--cache-d
  && /opt/orchard/bin/pip uninstall -q -y pip setuptools \
  && /opt/orchard/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/orchard/lib >/dev/null \
  && cd / && /opt/orchard/bin/python -c "import core, service.app, service.cli, service.queue.worker_preload, \
-service.queue.rq_backend, service.storage.s3, sqlalchemy.dialects.sqlite, sqlalchemy.dialects.postgresql.psycopg, rq, redis, boto3" \
+service.queue.rq_backend, service.storage.s3, sqlalchemy.dialects.sqlite, sqlalchemy.dialects.postgresql.psycopg, rq, redis, boto3; \
+from service.storage.schema import head_revision; head_revision()" \
  && cd /src
 
 FROM ${BASE_IMAGE}

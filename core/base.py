@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import __version__ as _core_version
+from .memory import FitMemory, generic_fit
 from .params import Spec, validate_params
 from .validation import DataError, column_or_1d
 
@@ -59,6 +60,8 @@ class Estimator:
     has_predict_std: ClassVar[bool] = False
     # whether the service should standardise numeric inputs before this estimator
     needs_scaling: ClassVar[bool] = False
+    # peak memory of a fit from the data's shape and the params (core/memory.py); families set their model
+    fit_memory: ClassVar = classmethod(generic_fit)
 
     def __init__(self, **kwargs: Any):
         unknown = sorted(set(kwargs) - set(self.params))
@@ -103,6 +106,13 @@ class Estimator:
             "progress": bool(cls.reports_progress),
             "explain": explain,
         }
+
+    @classmethod
+    def estimate_fit_bytes(cls, n_samples: int, n_features: int, params: dict, n_outputs: int = 1) -> int:
+        """Estimated peak bytes of ``fit`` on ``n_samples`` x ``n_features`` with validated ``params``
+        (``n_outputs``: classes of a classifier, else 1). ``fit_memory`` also names the cause."""
+        estimate: FitMemory = cls.fit_memory(int(n_samples), int(n_features), params, int(n_outputs))
+        return int(estimate.bytes)
 
     # -- examples for the common tests ---------------------------------------------
     @classmethod

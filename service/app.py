@@ -15,6 +15,7 @@ from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
+from .services.janitor import Janitor
 from .services.jobs import Reconciler
 from .settings import Settings
 
@@ -152,7 +153,8 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime = Runtime.open(settings)
-        runtime.art.cleanup_tmp()
+        janitor = Janitor(runtime.meta, runtime.art, settings.janitor_grace_s, settings.janitor_interval_s)
+        janitor.start()  # first pass now: temp dirs of ended processes, orphan artifacts (never a live replica's)
         runtime.queue.start()
         # at start and periodically, in every replica: queued jobs the queue lost are enqueued again, running jobs
         # whose lease expired are retried or failed (services/jobs.py)
@@ -173,7 +175,9 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         finally:
             app.predict_front_door.runtime = None
             reconciler.shutdown()
+            janitor.stop()
             runtime.queue.shutdown()
+            runtime.art.remove_own_tmp()
             runtime.meta.dispose()
 
     app = OrchardApp(

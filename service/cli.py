@@ -1,4 +1,4 @@
-"""The ``orchard`` command: serve, worker, export-openapi."""
+"""The ``orchard`` command: serve, worker, migrate, export-openapi."""
 
 from __future__ import annotations
 
@@ -67,6 +67,29 @@ def cmd_worker(args) -> int:
     return 0
 
 
+def cmd_migrate(args) -> int:
+    """Create or upgrade the metadata schema (also done automatically, under a lock, by serve and worker)."""
+    from .storage.metadata import MetadataStore
+    from .storage.schema import current_revision, head_revision
+
+    settings = _settings(data_dir=args.data_dir, database_url=args.database_url)
+    if settings.resolved_database_url().startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    meta = MetadataStore(settings.resolved_database_url())
+    try:
+        if args.check:
+            with meta.engine.connect() as conn:
+                current = current_revision(conn)
+            head = head_revision()
+            print(f"schema at revision {current or 'none'}; newest {head}")
+            return 0 if current == head else 1
+        revision = meta.upgrade_schema()
+    finally:
+        meta.dispose()
+    print(f"schema at revision {revision}")
+    return 0
+
+
 def openapi_document() -> dict:
     from .app import create_app
     from .settings import Settings
@@ -99,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--data-dir", type=Path, default=None)
     w.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     w.set_defaults(func=cmd_worker)
+    m = sub.add_parser("migrate", help="create or upgrade the metadata database schema (Alembic)")
+    m.add_argument("--data-dir", type=Path, default=None, help="data directory (default ./orchard-data)")
+    m.add_argument("--database-url", default=None, help="SQLAlchemy URL (default ORCHARD_DATABASE_URL, else SQLite)")
+    m.add_argument("--check", action="store_true", help="only report the revision; exit 1 if not the newest")
+    m.set_defaults(func=cmd_migrate)
     e = sub.add_parser("export-openapi", help="write the OpenAPI document")
     e.add_argument("--output", "-o", default="openapi/openapi.json")
     e.set_defaults(func=cmd_export_openapi)

@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .services.resources import default_max_train_bytes, default_worker_memory_bytes
+
 
 def _default_workers() -> int:
     return max(1, os.cpu_count() or 1)
@@ -43,6 +45,10 @@ class Settings(BaseSettings):
     job_timeout: float = Field(86400.0, gt=0, description="Seconds a job may run before it is stopped and failed (RQ's job_timeout; the reconciler enforces it in both modes).")
     redis_socket_timeout: float = Field(10.0, gt=0, description="RQ mode: seconds a Redis command may take before it fails (API side; workers wait for Redis with backoff).")
     redis_connect_timeout: float = Field(5.0, gt=0, description="RQ mode: seconds to connect to Redis.")
+    max_train_bytes: int = Field(default_factory=default_max_train_bytes, ge=0, description="Largest estimated peak memory of one training fit; POST /v1/train answers 422 above it (0: no check). Default: half the machine's memory (RAM or cgroup limit).")
+    worker_memory_bytes: int = Field(default_factory=default_worker_memory_bytes, ge=0, description="Address-space cap (RLIMIT_AS) of every training worker process (embedded pool and RQ work-horses); a fit growing past it fails its job (0: no cap). Default: three quarters of the machine's memory, at least 1 GiB.")
+    janitor_grace_s: float = Field(3600.0, ge=0, description="Age (seconds without change) after which the janitor collects orphan artifacts (no metadata row) and temporary directories of ended processes.")
+    janitor_interval_s: float = Field(900.0, gt=0, description="Seconds between the janitor's passes in each API process (it also runs at start).")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

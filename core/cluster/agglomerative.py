@@ -20,6 +20,7 @@ import numpy as np
 from ..base import Clusterer
 from ..context import NULL_CONTEXT
 from ..kernels import squared_euclidean
+from ..memory import kernel_fit
 from ..params import Choice, Float, Int, ParamError
 from ..registry import register
 from ..validation import DataError, check_array, check_predict_input
@@ -29,10 +30,11 @@ from ._hierarchy import LINKAGES, cut_tree, linkage_matrix
 @register
 class AgglomerativeClustering(Clusterer):
     name = "agglomerative_clustering"
+    fit_memory = kernel_fit(2, "distance")  # peak memory model (core/memory.py)
     summary = "Bottom-up hierarchical clustering (ward/complete/average/single/centroid) with its merge tree"
     params = {
-        "n_clusters": Int(2, ge=1, nullable=True, doc="Clusters to keep (null with distance_threshold)."),
-        "distance_threshold": Float(None, ge=0.0, doc="Cut the tree at this merge distance instead."),
+        "n_clusters": Int(2, ge=1, le=10_000, nullable=True, doc="Clusters to keep (null with distance_threshold)."),
+        "distance_threshold": Float(None, ge=0.0, le=1e12, doc="Cut the tree at this merge distance instead."),
         "linkage": Choice("ward", choices=LINKAGES),
         "metric": Choice("euclidean", choices=("euclidean", "manhattan", "cosine"),
                          doc="Point distance (ward and centroid need euclidean)."),

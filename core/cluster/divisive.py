@@ -26,11 +26,11 @@ class DivisiveClustering(Clusterer):
     name = "divisive_clustering"
     summary = "Top-down hierarchical clustering by bisecting k-means"
     params = {
-        "n_clusters": Int(8, ge=1),
+        "n_clusters": Int(8, ge=1, le=10_000),
         "init": Choice("random", choices=("random", "k-means++")),
-        "n_init": Int(1, ge=1, doc="2-means runs per bisection (best inertia kept)."),
-        "max_iter": Int(300, ge=1),
-        "tol": Float(1e-4, ge=0.0),
+        "n_init": Int(1, ge=1, le=1_000, doc="2-means runs per bisection (best inertia kept)."),
+        "max_iter": Int(300, ge=1, le=1_000_000),
+        "tol": Float(1e-4, ge=0.0, le=1e6),
         "bisecting_strategy": Choice("biggest_inertia", choices=("biggest_inertia", "largest_cluster")),
         "random_state": Seed(),
     }

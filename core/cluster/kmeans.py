@@ -25,12 +25,12 @@ class KMeans(Clusterer):
     name = "kmeans"
     summary = "k-means (Lloyd), k-medians (manhattan) or spherical k-means (cosine) with k-means++ restarts"
     params = {
-        "n_clusters": Int(8, ge=1, doc="Number of clusters k."),
+        "n_clusters": Int(8, ge=1, le=10_000, doc="Number of clusters k."),
         "init": Choice("k-means++", choices=("k-means++", "random"), doc="Seeding of the centres."),
-        "n_init": OneOf("auto", options=(Choice("auto", choices=("auto",)), Int(1, ge=1)),
+        "n_init": OneOf("auto", options=(Choice("auto", choices=("auto",)), Int(1, ge=1, le=1_000)),
                         doc="Restarts (best inertia kept); 'auto' = 1 for k-means++, 10 for random."),
-        "max_iter": Int(300, ge=1),
-        "tol": Float(1e-4, ge=0.0, doc="Squared centre-shift tolerance, relative to the mean variance."),
+        "max_iter": Int(300, ge=1, le=1_000_000),
+        "tol": Float(1e-4, ge=0.0, le=1e6, doc="Squared centre-shift tolerance, relative to the mean variance."),
         "metric": Choice("euclidean", choices=("euclidean", "manhattan", "cosine")),
         "random_state": Seed(),
     }

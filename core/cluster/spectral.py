@@ -24,6 +24,7 @@ from scipy.spatial import cKDTree
 from ..base import Clusterer
 from ..context import NULL_CONTEXT
 from ..kernels import kernel_matrix
+from ..memory import kernel_fit
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -34,14 +35,15 @@ from . import _kmeans_engine as eng
 @register
 class SpectralClustering(Clusterer):
     name = "spectral_clustering"
+    fit_memory = kernel_fit(3, "affinity")  # peak memory model (core/memory.py)
     summary = "Spectral clustering: normalised-Laplacian embedding of an rbf or kNN graph, then k-means"
     params = {
-        "n_clusters": Int(8, ge=1),
+        "n_clusters": Int(8, ge=1, le=10_000),
         "affinity": Choice("rbf", choices=("rbf", "nearest_neighbors")),
-        "gamma": Float(1.0, gt=0.0, doc="rbf coefficient: W = exp(-gamma ||x - x'||^2)."),
-        "n_neighbors": Int(10, ge=1),
+        "gamma": Float(1.0, gt=0.0, le=1e12, doc="rbf coefficient: W = exp(-gamma ||x - x'||^2)."),
+        "n_neighbors": Int(10, ge=1, le=100_000),
         "eigen_solver": Choice("auto", choices=("auto", "dense", "arpack")),
-        "n_init": Int(10, ge=1),
+        "n_init": Int(10, ge=1, le=1_000),
         "embedding_norm": Choice("rows", choices=("rows", "degree"),
                                  doc="'rows': unit-length rows (Ng-Jordan-Weiss); 'degree': D^-1/2 U "
                                      "(scikit-learn's spectral_embedding)."),

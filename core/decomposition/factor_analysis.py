@@ -49,11 +49,11 @@ class FactorAnalysis(Transformer):
     name = "factor_analysis"
     summary = "Factor analysis (Gaussian latent factors, diagonal noise) fitted by EM or SVD iterations"
     params = {
-        "n_components": Int(None, ge=1, doc="Number of factors (null: n_features)."),
-        "tol": Float(1e-2, ge=0.0, doc="Stopping threshold on the increase of the log-likelihood."),
-        "max_iter": Int(1000, ge=1),
+        "n_components": Int(None, ge=1, le=10_000, doc="Number of factors (null: n_features)."),
+        "tol": Float(1e-2, ge=0.0, le=1e6, doc="Stopping threshold on the increase of the log-likelihood."),
+        "max_iter": Int(1000, ge=1, le=1_000_000),
         "solver": Choice("em", choices=("em", "svd"), doc="EM ([da Silva Neto §3.3]) or scikit-learn's SVD method."),
-        "noise_variance_init": Float(None, gt=0.0, doc="Initial value of every Psi_jj (null: 1)."),
+        "noise_variance_init": Float(None, gt=0.0, le=1e12, doc="Initial value of every Psi_jj (null: 1)."),
     }
     reports_progress = True
 

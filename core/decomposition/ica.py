@@ -96,13 +96,13 @@ class FastICA(Transformer):
     name = "ica"
     summary = "Independent component analysis by FastICA (parallel or deflation; logcosh/exp/cube)"
     params = {
-        "n_components": Int(None, ge=1, doc="Number of sources (null: min(n_samples, n_features))."),
+        "n_components": Int(None, ge=1, le=10_000, doc="Number of sources (null: min(n_samples, n_features))."),
         "algorithm": Choice("parallel", choices=("parallel", "deflation")),
         "whiten": Choice("unit-variance", choices=("unit-variance", "arbitrary-variance", False)),
         "fun": Choice("logcosh", choices=("logcosh", "exp", "cube")),
         "alpha": Float(1.0, ge=1.0, le=2.0, doc="Parameter a of the logcosh contrast."),
-        "max_iter": Int(200, ge=1),
-        "tol": Float(1e-4, gt=0.0),
+        "max_iter": Int(200, ge=1, le=1_000_000),
+        "tol": Float(1e-4, gt=0.0, le=1e6),
         "whiten_solver": Choice("svd", choices=("svd", "eigh")),
         "random_state": Seed(),
     }

@@ -18,6 +18,7 @@ from scipy.sparse.linalg import eigsh
 from ..base import Transformer
 from ..context import NULL_CONTEXT
 from ..kernels import kernel_matrix
+from ..memory import kernel_fit
 from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -28,14 +29,15 @@ from ._utils import flip_columns
 @register
 class KernelPCA(Transformer):
     name = "kernel_pca"
+    fit_memory = kernel_fit(4)  # peak memory model (core/memory.py)
     summary = "Kernel PCA: PCA of the feature-space-centred kernel matrix, with projection of new points"
     params = {
-        "n_components": Int(None, ge=1, doc="Number of components (null: all non-zero)."),
+        "n_components": Int(None, ge=1, le=10_000, doc="Number of components (null: all non-zero)."),
         "kernel": Choice("linear", choices=("linear", "poly", "rbf", "sigmoid", "laplacian", "cosine")),
-        "gamma": Float(None, gt=0.0, doc="Kernel coefficient (null: 1 / n_features)."),
-        "degree": Int(3, ge=1),
-        "coef0": Float(1.0),
-        "alpha": Float(1.0, gt=0.0, doc="Ridge penalty of the learned inverse transform."),
+        "gamma": Float(None, gt=0.0, le=1e12, doc="Kernel coefficient (null: 1 / n_features)."),
+        "degree": Int(3, ge=1, le=20),
+        "coef0": Float(1.0, le=1e12),
+        "alpha": Float(1.0, gt=0.0, le=1e12, doc="Ridge penalty of the learned inverse transform."),
         "fit_inverse_transform": Bool(False),
         "eigen_solver": Choice("dense", choices=("dense", "arpack")),
         "remove_zero_eig": Bool(False),

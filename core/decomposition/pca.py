@@ -45,7 +45,7 @@ class PCA(Transformer):
     name = "pca"
     summary = "Principal component analysis by SVD, covariance eigendecomposition or randomized SVD"
     params = {
-        "n_components": OneOf(None, options=(Int(1, ge=1), Float(0.5, gt=0.0, lt=1.0)),
+        "n_components": OneOf(None, options=(Int(1, ge=1, le=10_000), Float(0.5, gt=0.0, lt=1.0)),
                               doc="int, explained-variance fraction in (0, 1), or null for all."),
         "whiten": Bool(False),
         "svd_solver": Choice("auto", choices=("auto", "full", "eigen", "randomized")),

@@ -39,9 +39,9 @@ class BernoulliDensity(Density):
     summary = "Per-feature Bernoulli density (MLE or Beta prior with posterior predictive)"
     params = {
         "method": Choice("mle", choices=("mle", "bayesian"), doc="mle or bayesian (Beta prior)."),
-        "alpha_h": Float(1.0, ge=0.0, doc="Beta prior pseudo-count of ones (heads)."),
-        "alpha_t": Float(1.0, ge=0.0, doc="Beta prior pseudo-count of zeros (tails)."),
-        "binarize": Float(None, doc="Threshold: x > binarize is 1; null: X must be 0/1."),
+        "alpha_h": Float(1.0, ge=0.0, le=1e12, doc="Beta prior pseudo-count of ones (heads)."),
+        "alpha_t": Float(1.0, ge=0.0, le=1e12, doc="Beta prior pseudo-count of zeros (tails)."),
+        "binarize": Float(None, le=1e12, doc="Threshold: x > binarize is 1; null: X must be 0/1."),
     }
     supports_sample_weight = True
     native_missing = True

@@ -33,8 +33,8 @@ class CategoricalDensity(Density):
     summary = "Per-feature categorical density on codes (MLE or Dirichlet prior)"
     params = {
         "method": Choice("mle", choices=("mle", "bayesian"), doc="mle or bayesian (Dirichlet prior)."),
-        "alpha": Float(1.0, ge=0.0, doc="Symmetric Dirichlet pseudo-count per category."),
-        "min_categories": Int(None, ge=1, doc="Minimum number of categories per feature."),
+        "alpha": Float(1.0, ge=0.0, le=1e12, doc="Symmetric Dirichlet pseudo-count per category."),
+        "min_categories": Int(None, ge=1, le=1_000_000, doc="Minimum number of categories per feature."),
     }
     supports_sample_weight = True
     native_missing = True

@@ -59,15 +59,15 @@ class GaussianDensity(Density):
             doc="Conjugate prior: Normal-inverse-Wishart (unknown mean and covariance) or Normal "
             "on the mean with known covariance.",
         ),
-        "prior_mean": ListOf(Float(), None, doc="mu0 (default: zeros)."),
-        "prior_variance": Float(1.0, gt=0.0, doc="s0^2 of the Normal prior on the mean (prior='normal')."),
+        "prior_mean": ListOf(Float(le=1e12), None, doc="mu0 (default: zeros)."),
+        "prior_variance": Float(1.0, gt=0.0, le=1e12, doc="s0^2 of the Normal prior on the mean (prior='normal')."),
         "noise_variance": Float(
-            None, gt=0.0, doc="Known variance s^2 (prior='normal'); null: the MLE covariance is used."
+            None, gt=0.0, le=1e12, doc="Known variance s^2 (prior='normal'); null: the MLE covariance is used."
         ),
-        "kappa0": Float(1.0, gt=0.0, doc="NIW prior strength on the mean."),
-        "nu0": Float(None, gt=0.0, doc="NIW degrees of freedom (> d - 1; default d + 2)."),
-        "psi0": Float(1.0, gt=0.0, doc="NIW scale matrix Psi0 = psi0 * I."),
-        "reg_covar": Float(1e-6, ge=0.0, doc="Added to the diagonal of the MLE covariance."),
+        "kappa0": Float(1.0, gt=0.0, le=1e12, doc="NIW prior strength on the mean."),
+        "nu0": Float(None, gt=0.0, le=1e12, doc="NIW degrees of freedom (> d - 1; default d + 2)."),
+        "psi0": Float(1.0, gt=0.0, le=1e12, doc="NIW scale matrix Psi0 = psi0 * I."),
+        "reg_covar": Float(1e-6, ge=0.0, le=1e12, doc="Added to the diagonal of the MLE covariance."),
     }
     supports_sample_weight = True
 

@@ -23,7 +23,7 @@ SHRINKAGE = OneOf(
     nullable=True,
     doc="Covariance shrinkage toward a scaled identity: null, 'auto' (Ledoit-Wolf) or a value in [0, 1].",
 )
-PRIORS = ListOf(Float(ge=0.0), None, doc="Class priors in classes_ order (default: class frequencies).")
+PRIORS = ListOf(Float(ge=0.0, le=1e12), None, doc="Class priors in classes_ order (default: class frequencies).")
 
 
 def empirical_covariance(X: np.ndarray) -> np.ndarray:

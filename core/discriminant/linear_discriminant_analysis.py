@@ -36,8 +36,8 @@ class LinearDiscriminantAnalysis(DiscriminantClassifier):
         "solver": Choice("svd", choices=("svd", "lsqr", "eigen"), doc="svd, lsqr or eigen."),
         "shrinkage": SHRINKAGE,
         "priors": PRIORS,
-        "n_components": Int(None, ge=1, doc="Discriminant directions kept by transform (<= K - 1)."),
-        "tol": Float(1e-4, ge=0.0, doc="Singular values below tol are dropped (svd solver)."),
+        "n_components": Int(None, ge=1, le=10_000, doc="Discriminant directions kept by transform (<= K - 1)."),
+        "tol": Float(1e-4, ge=0.0, le=1e6, doc="Singular values below tol are dropped (svd solver)."),
     }
 
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):

@@ -32,7 +32,7 @@ __all__ = ["forest_params", "fit_forest", "resolve_n_jobs"]
 
 def forest_params(criteria, default_criterion, *, max_features_default, classifier: bool) -> dict:
     p = {
-        "n_estimators": Int(100, ge=1, doc="Number of trees."),
+        "n_estimators": Int(100, ge=1, le=10_000, doc="Number of trees."),
         "criterion": Choice(default_criterion, choices=criteria),
         "splitter": Choice(
             "auto", choices=("auto", "exact", "hist"),
@@ -40,16 +40,16 @@ def forest_params(criteria, default_criterion, *, max_features_default, classifi
                 f"n_samples > {AUTO_HIST_MIN_SAMPLES}).",
         ),
         "max_bins": Int(255, ge=2, le=65535),
-        "max_depth": Int(None, ge=1),
-        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2)]),
-        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1)]),
-        "min_impurity_decrease": Float(0.0, ge=0.0),
+        "max_depth": Int(None, ge=1, le=1_000),
+        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2, le=1_000_000_000)]),
+        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1, le=1_000_000_000)]),
+        "min_impurity_decrease": Float(0.0, ge=0.0, le=1e12),
         "max_features": max_features_spec(max_features_default),
         "bootstrap": Bool(True, doc="Grow each tree on a bootstrap sample."),
-        "max_samples": OneOf(None, options=[Fraction(gt=0.0, le=1.0), Int(ge=1)], nullable=True,
+        "max_samples": OneOf(None, options=[Fraction(gt=0.0, le=1.0), Int(ge=1, le=1_000_000_000)], nullable=True,
                              doc="Bootstrap sample size (null: n_samples)."),
         "oob_score": Bool(False, doc="Compute the out-of-bag score (needs bootstrap)."),
-        "ccp_alpha": Float(0.0, ge=0.0),
+        "ccp_alpha": Float(0.0, ge=0.0, le=1e12),
         "min_category_count": MIN_CATEGORY_COUNT,
     }
     if classifier:
@@ -57,10 +57,10 @@ def forest_params(criteria, default_criterion, *, max_features_default, classifi
                              doc="soft: average class probabilities; hard: majority vote.")
         p["class_weight"] = OneOf(
             None,
-            options=[Choice("balanced", choices=("balanced", "balanced_subsample")), DictOf(Float(ge=0.0))],
+            options=[Choice("balanced", choices=("balanced", "balanced_subsample")), DictOf(Float(ge=0.0, le=1e12))],
             nullable=True,
         )
-    p["n_jobs"] = Int(None, ge=-1, doc="Threads growing trees (null: 1; -1: all cores).")
+    p["n_jobs"] = Int(None, ge=-1, le=1024, doc="Threads growing trees (null: 1; -1: all cores).")
     p["random_state"] = Seed()
     return p
 

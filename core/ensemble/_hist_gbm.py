@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..memory import boosting_fit
 from ..model_selection.split import train_test_split_indices
 from ..params import Bool, Choice, Float, Int, OneOf, Seed
 from ..random import check_random_state
@@ -30,12 +31,12 @@ __all__ = ["HistGradientBoostingMixin", "COMMON_PARAMS"]
 _PARALLEL_MIN_WORK = 200_000
 
 COMMON_PARAMS = {
-    "learning_rate": Float(0.1, gt=0.0, doc="Shrinkage applied to every leaf value."),
-    "max_iter": Int(100, ge=1, doc="Boosting iterations (trees per class)."),
-    "max_leaf_nodes": Int(31, ge=2, nullable=True, doc="Maximum leaves per tree (null: unlimited)."),
-    "max_depth": Int(None, ge=1, doc="Maximum depth of each tree (null: unlimited)."),
-    "min_samples_leaf": Int(20, ge=1, doc="Minimum number of training samples per leaf."),
-    "l2_regularization": Float(0.0, ge=0.0, doc="L2 penalty on leaf values (added to the hessian sum)."),
+    "learning_rate": Float(0.1, gt=0.0, le=1e6, doc="Shrinkage applied to every leaf value."),
+    "max_iter": Int(100, ge=1, le=10_000, doc="Boosting iterations (trees per class)."),
+    "max_leaf_nodes": Int(31, ge=2, le=1_000_000, nullable=True, doc="Maximum leaves per tree (null: unlimited)."),
+    "max_depth": Int(None, ge=1, le=1_000, doc="Maximum depth of each tree (null: unlimited)."),
+    "min_samples_leaf": Int(20, ge=1, le=1_000_000_000, doc="Minimum number of training samples per leaf."),
+    "l2_regularization": Float(0.0, ge=0.0, le=1e12, doc="L2 penalty on leaf values (added to the hessian sum)."),
     "max_bins": Int(255, ge=2, le=255, doc="Bins per feature for non-missing values (NaN gets one more); a "
                     "categorical feature with more categories keeps the max_bins - 1 most frequent and groups the "
                     "rest."),
@@ -47,8 +48,8 @@ COMMON_PARAMS = {
     ),
     "scoring": Choice("loss", ["loss"], doc="Early-stopping criterion (the loss on the validation split)."),
     "validation_fraction": Float(0.1, gt=0.0, lt=1.0, doc="Fraction held out for early stopping."),
-    "n_iter_no_change": Int(10, ge=1, doc="Stop after this many iterations without improvement > tol."),
-    "tol": Float(1e-7, ge=0.0, doc="Minimum improvement of the validation score."),
+    "n_iter_no_change": Int(10, ge=1, le=100_000, doc="Stop after this many iterations without improvement > tol."),
+    "tol": Float(1e-7, ge=0.0, le=1e6, doc="Minimum improvement of the validation score."),
     "random_state": Seed(),
 }
 
@@ -79,6 +80,7 @@ class HistGradientBoostingMixin:
     native_missing = True
     native_categorical = True
     reports_progress = True
+    fit_memory = boosting_fit()  # peak memory model (core/memory.py)
 
     @classmethod
     def _example_params(cls) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..params import Any_, Choice, Float, Int, Seed
 from ..random import check_random_state, spawn_seeds
 from ..registry import register
@@ -45,14 +46,15 @@ _ERR_FLOOR = 1e-10
 @register
 class AdaBoostClassifier(Classifier):
     name = "adaboost_classifier"
+    fit_memory = forest_fit()  # peak memory model (core/memory.py)
     summary = "Discrete AdaBoost (SAMME for multiclass) over decision stumps or any weighted classifier."
     params = {
         "estimator": Any_(
             None, nullable=True,
             doc='Base learner {"name", "params"} accepting sample_weight (null: a depth-1 decision tree).',
         ),
-        "n_estimators": Int(50, ge=1, doc="Maximum number of boosting rounds."),
-        "learning_rate": Float(1.0, gt=0.0, doc="Shrinks each learner's weight alpha."),
+        "n_estimators": Int(50, ge=1, le=10_000, doc="Maximum number of boosting rounds."),
+        "learning_rate": Float(1.0, gt=0.0, le=1e6, doc="Shrinks each learner's weight alpha."),
         "algorithm": Choice("SAMME", choices=("SAMME",), doc="Discrete multiclass AdaBoost."),
         "random_state": Seed(),
     }

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..registry import register
 from ..tree._binning import resolve_categorical
 from ..validation import (
@@ -28,6 +29,7 @@ __all__ = ["BaggingClassifier"]
 @register
 class BaggingClassifier(Classifier):
     name = "bagging_classifier"
+    fit_memory = forest_fit()  # peak memory model (core/memory.py)
     summary = "Bagging: bootstrap aggregation of any registered classifier (soft or majority vote)."
     params = bagging_params("decision_tree_classifier")
     supports_sample_weight = True

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..registry import register
 from ..tree._binning import resolve_categorical
 from ..validation import (
@@ -24,6 +25,7 @@ __all__ = ["BaggingRegressor"]
 @register
 class BaggingRegressor(Regressor):
     name = "bagging_regressor"
+    fit_memory = forest_fit()  # peak memory model (core/memory.py)
     summary = "Bagging: bootstrap aggregation of any registered regressor (mean prediction)."
     params = bagging_params("decision_tree_regressor")
     supports_sample_weight = True

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..registry import register
 from ..tree._base import class_weight_vector, group_rare, prepare_X, regroup
 from ..tree._tree import NodeTable
@@ -31,6 +32,7 @@ __all__ = ["RandomForestClassifier"]
 @register
 class RandomForestClassifier(Classifier):
     name = "random_forest_classifier"
+    fit_memory = forest_fit()  # peak memory model (core/memory.py)
     summary = "Random forest of decision trees (bootstrap + random feature subsets), soft or hard voting."
     params = forest_params(("gini", "entropy", "gain_ratio"), "gini", max_features_default="sqrt",
                            classifier=True)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..registry import register
 from ..tree._base import group_rare, prepare_X, regroup
 from ..tree._tree import NodeTable
@@ -29,6 +30,7 @@ __all__ = ["RandomForestRegressor"]
 @register
 class RandomForestRegressor(Regressor):
     name = "random_forest_regressor"
+    fit_memory = forest_fit()  # peak memory model (core/memory.py)
     summary = "Random forest of regression trees (bootstrap + random feature subsets), mean prediction."
     params = forest_params(("squared_error", "absolute_error"), "squared_error", max_features_default=1.0,
                            classifier=False)

@@ -41,7 +41,7 @@ class StackingClassifier(Classifier):
             {"name": "logistic_regression", "params": {}},
             doc='Meta-learner {"name": ..., "params": {...}} trained on out-of-fold predictions.',
         ),
-        "cv": Int(5, ge=2, doc="Number of stratified folds for the out-of-fold predictions."),
+        "cv": Int(5, ge=2, le=100, doc="Number of stratified folds for the out-of-fold predictions."),
         "stack_method": Choice(
             "auto",
             ["auto", "predict_proba", "predict"],

@@ -36,7 +36,7 @@ class StackingRegressor(Regressor):
             {"name": "ridge_regression", "params": {}},
             doc='Meta-learner {"name": ..., "params": {...}} trained on out-of-fold predictions.',
         ),
-        "cv": Int(5, ge=2, doc="Number of (shuffled) folds for the out-of-fold predictions."),
+        "cv": Int(5, ge=2, le=100, doc="Number of (shuffled) folds for the out-of-fold predictions."),
         "passthrough": Bool(False, doc="Also give the original features to the meta-learner."),
         "random_state": Seed(doc="Seed of the fold shuffling and of the sub-estimators' seeds."),
     }

@@ -44,7 +44,7 @@ Y_NODE = "y"
 
 
 def _node_spec():
-    return OneOf("y", [Int(0, ge=0), Choice("y", ["y", "target"])])
+    return OneOf("y", [Int(0, ge=0, le=1_000_000), Choice("y", ["y", "target"])])
 
 
 @register
@@ -66,10 +66,10 @@ class BayesianNetworkClassifier(Classifier):
             doc="DAG as [parent, child] pairs; nodes are feature column indices or 'y'/'target' "
             "for the class; null = naive structure (y -> every feature)",
         ),
-        "alpha": Float(1.0, ge=0.0, doc="Dirichlet pseudo-count per CPT cell (0 = maximum likelihood)"),
-        "n_bins": Int(5, ge=2, doc="quantile bins for numeric (non-categorical) features"),
-        "max_iter": Int(100, ge=1, doc="maximum EM iterations when values are missing"),
-        "tol": Float(1e-6, ge=0.0, doc="EM stops when the log-likelihood changes by < tol * n"),
+        "alpha": Float(1.0, ge=0.0, le=1e12, doc="Dirichlet pseudo-count per CPT cell (0 = maximum likelihood)"),
+        "n_bins": Int(5, ge=2, le=10_000, doc="quantile bins for numeric (non-categorical) features"),
+        "max_iter": Int(100, ge=1, le=1_000_000, doc="maximum EM iterations when values are missing"),
+        "tol": Float(1e-6, ge=0.0, le=1e6, doc="EM stops when the log-likelihood changes by < tol * n"),
     }
     native_missing = True
     native_categorical = True

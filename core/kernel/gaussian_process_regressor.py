@@ -26,6 +26,7 @@ from scipy.optimize import minimize
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..kernels import GPKernelSpec, build_gp_kernel
+from ..memory import kernel_fit
 from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -66,15 +67,16 @@ def log_marginal_likelihood(kernel, X, y, alpha, eval_gradient=False):
 @register
 class GaussianProcessRegressor(Regressor):
     name = "gaussian_process_regressor"
+    fit_memory = kernel_fit(10, "covariance")  # peak memory model (core/memory.py)
     summary = "Gaussian process regression: mean and std; kernel fitted by maximising the evidence."
     params = {
         "kernel": GPKernelSpec(),
-        "alpha": Float(1e-10, ge=0, doc="Value added to the diagonal of the Gram matrix (jitter / noise)."),
+        "alpha": Float(1e-10, ge=0, le=1e12, doc="Value added to the diagonal of the Gram matrix (jitter / noise)."),
         "optimizer": Choice(
             "fmin_l_bfgs_b", choices=("fmin_l_bfgs_b", "none"), nullable=True,
             doc="'fmin_l_bfgs_b' maximises the log marginal likelihood; 'none' (or null) keeps the kernel.",
         ),
-        "n_restarts_optimizer": Int(0, ge=0),
+        "n_restarts_optimizer": Int(0, ge=0, le=1_000),
         "normalize_y": Bool(False, doc="Standardise y before fitting (predictions are mapped back)."),
         "random_state": Seed(),
     }

@@ -18,6 +18,7 @@ import numpy as np
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..kernels import KernelSpec, build_kernel
+from ..memory import kernel_fit
 from ..params import Bool, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -30,13 +31,14 @@ __all__ = ["KernelPerceptron"]
 @register
 class KernelPerceptron(Classifier):
     name = "kernel_perceptron"
+    fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Dual (kernel) perceptron with any kernel; multiclass one-vs-rest."
     params = {
         "kernel": KernelSpec("rbf"),
         "gamma": gamma_spec("scale"),
-        "degree": Int(3, ge=1),
-        "coef0": Float(1.0),
-        "max_iter": Int(100, ge=1, doc="Maximum number of passes (epochs) over the data."),
+        "degree": Int(3, ge=1, le=20),
+        "coef0": Float(1.0, le=1e12),
+        "max_iter": Int(100, ge=1, le=1_000_000, doc="Maximum number of passes (epochs) over the data."),
         "shuffle": Bool(True, doc="Shuffle the samples before each pass."),
         "random_state": Seed(),
     }

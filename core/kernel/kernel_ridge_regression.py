@@ -15,6 +15,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, lstsq
 from ..base import Regressor
 from ..context import NULL_CONTEXT
 from ..kernels import KernelSpec, build_kernel
+from ..memory import kernel_fit
 from ..params import Choice, Float, Int, OneOf
 from ..registry import register
 from ..validation import (
@@ -31,18 +32,19 @@ __all__ = ["KernelRidgeRegression"]
 @register
 class KernelRidgeRegression(Regressor):
     name = "kernel_ridge_regression"
+    fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Kernel ridge regression: dual coefficients (K + alpha I)^-1 y with any kernel."
     params = {
-        "alpha": Float(1.0, ge=0, doc="Ridge penalty (lambda of [Colombo §5.1.2])."),
+        "alpha": Float(1.0, ge=0, le=1e12, doc="Ridge penalty (lambda of [Colombo §5.1.2])."),
         "kernel": KernelSpec("linear"),
         "gamma": OneOf(
             None,
-            options=[Choice(choices=("scale", "auto")), Float(gt=0)],
+            options=[Choice(choices=("scale", "auto")), Float(gt=0, le=1e12)],
             nullable=True,
             doc="Kernel coefficient; null or 'auto' = 1/n_features (as KernelRidge), 'scale' as SVC.",
         ),
-        "degree": Int(3, ge=1),
-        "coef0": Float(1.0),
+        "degree": Int(3, ge=1, le=20),
+        "coef0": Float(1.0, le=1e12),
     }
     supports_sample_weight = True
     needs_scaling = True

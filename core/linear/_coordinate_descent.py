@@ -140,10 +140,10 @@ class CoordinateDescentRegressor(Regressor):
     reports_progress = True
 
     common_params = {
-        "alpha": Float(1.0, ge=0.0, doc="Overall penalty strength (sklearn's alpha)."),
+        "alpha": Float(1.0, ge=0.0, le=1e12, doc="Overall penalty strength (sklearn's alpha)."),
         "fit_intercept": Bool(True, doc="Fit an unpenalised intercept (by centring)."),
-        "max_iter": Int(1000, ge=1, doc="Maximum number of coordinate-descent sweeps."),
-        "tol": Float(1e-4, gt=0.0, doc="Duality-gap tolerance, relative to ||y||^2 (as sklearn)."),
+        "max_iter": Int(1000, ge=1, le=1_000_000, doc="Maximum number of coordinate-descent sweeps."),
+        "tol": Float(1e-4, gt=0.0, le=1e6, doc="Duality-gap tolerance, relative to ||y||^2 (as sklearn)."),
         "warm_start": Bool(False, doc="Start from the previous fit's coefficients."),
         "selection": Choice(
             "cyclic", choices=("cyclic", "random"), doc="Coordinate order in each sweep."

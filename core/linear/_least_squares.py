@@ -29,12 +29,12 @@ from ._optim import accelerated_gradient, minibatch_sgd
 from .basis import BASIS_PARAMS, make_basis
 
 ITERATIVE_PARAMS = {
-    "max_iter": Int(1000, ge=1, doc="Iterations (gd) or epochs (sgd)."),
-    "tol": Float(1e-6, gt=0.0, doc="Stop gd/sgd when the largest coefficient change is below tol."),
+    "max_iter": Int(1000, ge=1, le=1_000_000, doc="Iterations (gd) or epochs (sgd)."),
+    "tol": Float(1e-6, gt=0.0, le=1e6, doc="Stop gd/sgd when the largest coefficient change is below tol."),
     "learning_rate": Float(
-        None, gt=0.0, nullable=True, doc="Initial step for gd/sgd (null: 1/L from the data)."
+        None, gt=0.0, le=1e6, nullable=True, doc="Initial step for gd/sgd (null: 1/L from the data)."
     ),
-    "batch_size": Int(32, ge=1, doc="Mini-batch size for sgd."),
+    "batch_size": Int(32, ge=1, le=10_000_000, doc="Mini-batch size for sgd."),
     "random_state": Seed(None),
 }
 

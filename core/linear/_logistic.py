@@ -41,7 +41,7 @@ from ._optim import accelerated_gradient, cholesky_direction, minibatch_sgd, new
 
 LOGISTIC_PARAMS = {
     "penalty": Choice("l2", choices=("l2", "none", "l1", "elasticnet"), doc="Regulariser of the weights."),
-    "C": Float(1.0, gt=0.0, doc="Inverse regularisation strength (sklearn's C)."),
+    "C": Float(1.0, gt=0.0, le=1e12, doc="Inverse regularisation strength (sklearn's C)."),
     "l1_ratio": Float(0.5, ge=0.0, le=1.0, doc="L1 share of the elastic-net penalty."),
     "solver": Choice(
         "lbfgs",
@@ -51,14 +51,14 @@ LOGISTIC_PARAMS = {
     "fit_intercept": Bool(True, doc="Fit an unpenalised intercept."),
     "class_weight": OneOf(
         None,
-        options=(Choice("balanced", choices=("balanced",)), DictOf(Float(gt=0.0))),
+        options=(Choice("balanced", choices=("balanced",)), DictOf(Float(gt=0.0, le=1e12))),
         nullable=True,
         doc='null, "balanced" or {label: weight}.',
     ),
-    "max_iter": Int(1000, ge=1, doc="Iterations (lbfgs, newton, gd) or epochs (sgd)."),
-    "tol": Float(1e-4, gt=0.0, doc="Gradient (lbfgs, newton) or step-size (gd, sgd) tolerance."),
-    "learning_rate": Float(None, gt=0.0, nullable=True, doc="Step size for gd/sgd (null: 1/L)."),
-    "batch_size": Int(32, ge=1, doc="Mini-batch size for sgd."),
+    "max_iter": Int(1000, ge=1, le=1_000_000, doc="Iterations (lbfgs, newton, gd) or epochs (sgd)."),
+    "tol": Float(1e-4, gt=0.0, le=1e6, doc="Gradient (lbfgs, newton) or step-size (gd, sgd) tolerance."),
+    "learning_rate": Float(None, gt=0.0, le=1e6, nullable=True, doc="Step size for gd/sgd (null: 1/L)."),
+    "batch_size": Int(32, ge=1, le=10_000_000, doc="Mini-batch size for sgd."),
     "random_state": Seed(None),
 }
 

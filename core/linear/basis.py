@@ -40,11 +40,11 @@ BASIS_PARAMS = {
     ),
     "degree": Int(2, ge=1, le=10, doc="Polynomial degree (basis='polynomial')."),
     "n_centers": Int(
-        10, ge=1, doc="Number of centres for basis='gaussian_rbf' (total) or 'sigmoid' (per feature)."
+        10, ge=1, le=10_000, doc="Number of centres for basis='gaussian_rbf' (total) or 'sigmoid' (per feature)."
     ),
     "width": Float(
         None,
-        gt=0.0,
+        gt=0.0, le=1e12,
         nullable=True,
         doc="Width s of the RBF/sigmoid basis functions (null: chosen from the data).",
     ),

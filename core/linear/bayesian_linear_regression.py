@@ -51,16 +51,16 @@ class BayesianLinearRegression(Regressor):
     reports_progress = True
 
     params = {
-        "alpha": Float(1.0, gt=0.0, doc="Prior precision of the weights (1/tau^2); initial value if fitted."),
+        "alpha": Float(1.0, gt=0.0, le=1e12, doc="Prior precision of the weights (1/tau^2); initial value if fitted."),
         "beta": Float(
-            None, gt=0.0, nullable=True,
+            None, gt=0.0, le=1e12, nullable=True,
             doc="Noise precision (1/sigma^2); null: 1/var(y). Initial value if fitted.",
         ),
         "fit_hyperparameters": Bool(
             True, doc="Re-estimate alpha and beta by evidence maximisation (MacKay updates)."
         ),
-        "max_iter": Int(300, ge=1, doc="Maximum evidence-maximisation iterations."),
-        "tol": Float(1e-3, gt=0.0, doc="Stop when the coefficients change by less than tol (L1)."),
+        "max_iter": Int(300, ge=1, le=1_000_000, doc="Maximum evidence-maximisation iterations."),
+        "tol": Float(1e-3, gt=0.0, le=1e6, doc="Stop when the coefficients change by less than tol (L1)."),
         "fit_intercept": Bool(True, doc="Fit an intercept (by centring)."),
         **BASIS_PARAMS,
         "random_state": Seed(None),

@@ -30,7 +30,7 @@ class LeastSquaresClassifier(Classifier):
     needs_scaling = True
 
     params = {
-        "alpha": Float(0.0, ge=0.0, doc="Optional L2 penalty (0: plain least squares)."),
+        "alpha": Float(0.0, ge=0.0, le=1e12, doc="Optional L2 penalty (0: plain least squares)."),
         "fit_intercept": Bool(True, doc="Fit unpenalised intercepts (by centring)."),
         "target_encoding": Choice("pm1", choices=("pm1", "one_hot"), doc="+1/-1 or 1/0 targets."),
     }

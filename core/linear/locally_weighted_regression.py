@@ -41,9 +41,9 @@ class LocallyWeightedRegression(Regressor):
     needs_scaling = True
 
     params = {
-        "tau": Float(1.0, gt=0.0, doc="Bandwidth of the Gaussian weights."),
+        "tau": Float(1.0, gt=0.0, le=1e12, doc="Bandwidth of the Gaussian weights."),
         "fit_intercept": Bool(True, doc="Local model has an intercept (recommended)."),
-        "alpha": Float(1e-8, ge=0.0, doc="Tiny ridge on the local slopes, for numerical stability."),
+        "alpha": Float(1e-8, ge=0.0, le=1e12, doc="Tiny ridge on the local slopes, for numerical stability."),
     }
 
     def fit(self, X, y, *, sample_weight=None, ctx=NULL_CONTEXT):

@@ -91,13 +91,13 @@ class Perceptron(Classifier):
     reports_progress = True
 
     params = {
-        "eta0": Float(1.0, gt=0.0, doc="Learning rate of the update w += eta0 t x."),
-        "max_iter": Int(1000, ge=1, doc="Maximum number of epochs."),
+        "eta0": Float(1.0, gt=0.0, le=1e6, doc="Learning rate of the update w += eta0 t x."),
+        "max_iter": Int(1000, ge=1, le=1_000_000, doc="Maximum number of epochs."),
         "tol": Float(
-            1e-3, ge=0.0, nullable=True,
+            1e-3, ge=0.0, le=1e6, nullable=True,
             doc="Stop when the epoch loss has not improved by tol*n for n_iter_no_change epochs (null: off).",
         ),
-        "n_iter_no_change": Int(5, ge=1, doc="Epochs without improvement before stopping."),
+        "n_iter_no_change": Int(5, ge=1, le=100_000, doc="Epochs without improvement before stopping."),
         "shuffle": Bool(True, doc="Shuffle the samples every epoch."),
         "fit_intercept": Bool(True, doc="Learn a bias b."),
         "multi_class": Choice("ovr", choices=("ovr", "ovo"), doc="One-vs-rest or one-vs-one for k > 2."),

@@ -43,11 +43,11 @@ class PoissonRegression(Regressor):
     reports_progress = True
 
     params = {
-        "alpha": Float(1.0, ge=0.0, doc="L2 penalty strength (sklearn's alpha)."),
+        "alpha": Float(1.0, ge=0.0, le=1e12, doc="L2 penalty strength (sklearn's alpha)."),
         "fit_intercept": Bool(True, doc="Fit an unpenalised intercept."),
         "solver": Choice("newton", choices=("newton", "lbfgs"), doc="Newton/IRLS or L-BFGS-B."),
-        "max_iter": Int(100, ge=1, doc="Maximum iterations."),
-        "tol": Float(1e-4, gt=0.0, doc="Stop when the largest gradient entry is below tol."),
+        "max_iter": Int(100, ge=1, le=1_000_000, doc="Maximum iterations."),
+        "tol": Float(1e-4, gt=0.0, le=1e6, doc="Stop when the largest gradient entry is below tol."),
     }
 
     def fit(self, X, y, *, sample_weight=None, ctx=NULL_CONTEXT):

@@ -19,7 +19,7 @@ class RidgeRegression(BasisLeastSquaresRegressor):
     name = "ridge_regression"
     summary = "L2-penalised least squares (Cholesky, SVD, GD or SGD) with basis expansions."
     params = {
-        "alpha": Float(1.0, ge=0.0, doc="L2 penalty strength (lambda in [Colombo eq. 20])."),
+        "alpha": Float(1.0, ge=0.0, le=1e12, doc="L2 penalty strength (lambda in [Colombo eq. 20])."),
         "solver": Choice(
             "auto",
             choices=("auto", "cholesky", "svd", "gd", "sgd"),

@@ -118,16 +118,16 @@ class GaussianMixture(Clusterer):
     name = "gaussian_mixture"
     summary = "Gaussian mixture model fitted by EM (full/diag/spherical/tied covariances), with BIC/AIC"
     params = {
-        "n_components": Int(1, ge=1),
+        "n_components": Int(1, ge=1, le=10_000),
         "covariance_type": Choice("full", choices=("full", "tied", "diag", "spherical")),
-        "tol": Float(1e-3, ge=0.0, doc="Convergence threshold on the change of the mean log-likelihood."),
-        "reg_covar": Float(1e-6, ge=0.0, doc="Added to the covariance diagonals."),
-        "max_iter": Int(100, ge=1),
-        "n_init": Int(1, ge=1, doc="EM restarts; the best lower bound is kept."),
+        "tol": Float(1e-3, ge=0.0, le=1e6, doc="Convergence threshold on the change of the mean log-likelihood."),
+        "reg_covar": Float(1e-6, ge=0.0, le=1e12, doc="Added to the covariance diagonals."),
+        "max_iter": Int(100, ge=1, le=1_000_000),
+        "n_init": Int(1, ge=1, le=1_000, doc="EM restarts; the best lower bound is kept."),
         "init_params": Choice("kmeans", choices=("kmeans", "k-means++", "random", "random_from_data")),
         "contamination": Float(0.01, gt=0.0, lt=0.5,
                                doc="Fraction of training points below the anomaly density threshold."),
-        "anomaly_threshold": Float(None, doc="Explicit log-density threshold (overrides contamination)."),
+        "anomaly_threshold": Float(None, le=1e12, doc="Explicit log-density threshold (overrides contamination)."),
         "random_state": Seed(),
     }
     reports_progress = True

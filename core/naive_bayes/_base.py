@@ -66,13 +66,13 @@ def class_log_prior(class_count: np.ndarray, p: dict) -> np.ndarray:
 DISCRETE_PARAMS = {
     "alpha": Float(
         1.0,
-        ge=0.0,
+        ge=0.0, le=1e12,
         doc="Additive (Laplace/Lidstone) smoothing pseudocount; 1 = Laplace. Values below "
         "1e-10 are raised to 1e-10 (scikit-learn's force_alpha=False rule).",
     ),
     "fit_prior": Bool(True, doc="Learn class priors from the data; else uniform."),
     "class_prior": ListOf(
-        Float(ge=0.0), None, doc="Fixed class priors (in classes_ order); overrides fit_prior."
+        Float(ge=0.0, le=1e12), None, doc="Fixed class priors (in classes_ order); overrides fit_prior."
     ),
 }
 

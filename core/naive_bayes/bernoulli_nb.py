@@ -40,7 +40,7 @@ class BernoulliNB(NaiveBayes):
     summary = "Bernoulli naive Bayes for binary features (binarize threshold, smoothing)"
     params = {
         **DISCRETE_PARAMS,
-        "binarize": Float(0.0, nullable=True, doc="Threshold: x > binarize is 1; null: X is already 0/1."),
+        "binarize": Float(0.0, le=1e12, nullable=True, doc="Threshold: x > binarize is 1; null: X is already 0/1."),
     }
     supports_sample_weight = True
     native_missing = True

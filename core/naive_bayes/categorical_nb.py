@@ -97,8 +97,8 @@ class CategoricalNB(NaiveBayes):
     summary = "Categorical naive Bayes on category codes (smoothing, missing values skipped)"
     params = {
         **DISCRETE_PARAMS,
-        "min_categories": Int(None, ge=1, doc="Minimum number of categories per feature."),
-        "var_smoothing": Float(1e-9, ge=0.0, doc="Variance smoothing of numeric (non-categorical) columns."),
+        "min_categories": Int(None, ge=1, le=1_000_000, doc="Minimum number of categories per feature."),
+        "var_smoothing": Float(1e-9, ge=0.0, le=1e12, doc="Variance smoothing of numeric (non-categorical) columns."),
     }
     supports_sample_weight = True
     native_missing = True

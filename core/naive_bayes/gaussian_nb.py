@@ -96,9 +96,9 @@ class GaussianNB(NaiveBayes):
     name = "gaussian_nb"
     summary = "Gaussian naive Bayes (per-class diagonal Gaussians, var_smoothing)"
     params = {
-        "priors": ListOf(Float(ge=0.0), None, doc="Fixed class priors in classes_ order."),
+        "priors": ListOf(Float(ge=0.0, le=1e12), None, doc="Fixed class priors in classes_ order."),
         "var_smoothing": Float(
-            1e-9, ge=0.0, doc="Fraction of the largest feature variance added to all variances."
+            1e-9, ge=0.0, le=1e12, doc="Fraction of the largest feature variance added to all variances."
         ),
     }
     supports_sample_weight = True

@@ -9,7 +9,7 @@ from ..validation import DataError, check_predict_input
 from ._search import NeighborIndex
 
 KNN_PARAMS = {
-    "n_neighbors": Int(5, ge=1, doc="Number of neighbours k."),
+    "n_neighbors": Int(5, ge=1, le=100_000, doc="Number of neighbours k."),
     "weights": Choice(
         "uniform",
         choices=("uniform", "distance"),
@@ -25,7 +25,7 @@ KNN_PARAMS = {
         choices=("minkowski", "euclidean", "manhattan", "chebyshev", "cosine"),
         doc="Distance; minkowski uses p (p=2 is euclidean).",
     ),
-    "p": Float(2.0, ge=1.0, doc="Minkowski exponent (metric='minkowski')."),
+    "p": Float(2.0, ge=1.0, le=100.0, doc="Minkowski exponent (metric='minkowski')."),
 }
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
+from ..memory import mlp_fit
 from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
 from .mlp_engine import common_params, fit_network, set_fitted
@@ -34,6 +35,7 @@ class MLPClassifier(Classifier):
     """
 
     name = "mlp_classifier"
+    fit_memory = mlp_fit()  # peak memory model (core/memory.py)
     summary = "Multi-layer perceptron classifier (softmax/sigmoid output, cross-entropy, SGD/Adam/...)"
     params = common_params()
     supports_sample_weight = True

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
+from ..memory import mlp_fit
 from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
 from .mlp_engine import common_params, fit_network, set_fitted
@@ -31,6 +32,7 @@ class MLPRegressor(Regressor):
     """
 
     name = "mlp_regressor"
+    fit_memory = mlp_fit()  # peak memory model (core/memory.py)
     summary = "Multi-layer perceptron regressor (identity output, squared error, SGD/Adam/...)"
     params = common_params()
     supports_sample_weight = True

@@ -13,7 +13,7 @@ __all__ = ["gamma_spec", "kernel_params", "class_weight_vector", "make_kernel"]
 def gamma_spec(default="scale"):
     return OneOf(
         default,
-        options=[Choice(choices=("scale", "auto")), Float(gt=0)],
+        options=[Choice(choices=("scale", "auto")), Float(gt=0, le=1e12)],
         doc="Kernel coefficient of rbf/poly/sigmoid/laplacian: 'scale' = 1/(n_features Var(X)), "
         "'auto' = 1/n_features, or a positive number.",
     )
@@ -22,16 +22,16 @@ def gamma_spec(default="scale"):
 def kernel_params(default_kernel="rbf", default_gamma="scale", default_coef0=0.0) -> dict:
     return {
         "kernel": KernelSpec(default_kernel),
-        "degree": Int(3, ge=1, doc="Degree of the poly kernel."),
+        "degree": Int(3, ge=1, le=20, doc="Degree of the poly kernel."),
         "gamma": gamma_spec(default_gamma),
-        "coef0": Float(default_coef0, doc="Independent term of the poly and sigmoid kernels."),
+        "coef0": Float(default_coef0, le=1e12, doc="Independent term of the poly and sigmoid kernels."),
     }
 
 
 def class_weight_spec():
     return OneOf(
         None,
-        options=[Choice(choices=("balanced",)), DictOf(Float(gt=0))],
+        options=[Choice(choices=("balanced",)), DictOf(Float(gt=0, le=1e12))],
         nullable=True,
         doc="Per-class multiplier of C: 'balanced' (n / (k n_c)) or {label: weight}.",
     )

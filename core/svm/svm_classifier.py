@@ -30,6 +30,7 @@ import numpy as np
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..kernels import BaseKernel
+from ..memory import kernel_cache_fit
 from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
@@ -78,15 +79,16 @@ def _is_linear(kernel) -> bool:
 @register
 class SVMClassifier(Classifier):
     name = "svm_classifier"
+    fit_memory = kernel_cache_fit()  # peak memory model (core/memory.py)
     summary = "Support vector machine (soft-margin dual by SMO, any kernel; Pegasos primal for linear)."
     params = {
-        "C": Float(1.0, gt=0, doc="Penalty of margin violations (large C = hard margin)."),
+        "C": Float(1.0, gt=0, le=1e12, doc="Penalty of margin violations (large C = hard margin)."),
         **kernel_params(),
         "probability": Bool(False, doc="Fit Platt scaling (5-fold CV) so that predict_proba is available."),
-        "tol": Float(1e-3, gt=0, doc="Stopping tolerance on the maximal KKT violation."),
-        "cache_size": Float(200.0, gt=0, doc="Kernel cache size in MB."),
+        "tol": Float(1e-3, gt=0, le=1e6, doc="Stopping tolerance on the maximal KKT violation."),
+        "cache_size": Float(200.0, gt=0, le=100000.0, doc="Kernel cache size in MB."),
         "class_weight": class_weight_spec(),
-        "max_iter": Int(-1, ge=-1, doc="SMO iterations per problem or Pegasos epochs; -1: no limit."),
+        "max_iter": Int(-1, ge=-1, le=1_000_000, doc="SMO iterations per problem or Pegasos epochs; -1: no limit."),
         "multi_class": Choice("ovo", choices=("ovo", "ovr"), doc="Multiclass strategy for training."),
         "decision_function_shape": Choice("ovr", choices=("ovr", "ovo")),
         "solver": Choice("smo", choices=("smo", "pegasos"), doc="'pegasos' needs kernel='linear'."),

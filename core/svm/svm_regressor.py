@@ -16,6 +16,7 @@ import numpy as np
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
+from ..memory import kernel_cache_fit
 from ..params import Float, Int
 from ..registry import register
 from ..validation import (
@@ -34,14 +35,15 @@ __all__ = ["SVMRegressor"]
 @register
 class SVMRegressor(Regressor):
     name = "svm_regressor"
+    fit_memory = kernel_cache_fit()  # peak memory model (core/memory.py)
     summary = "Epsilon-insensitive support vector regression (SMO on the 2n-variable dual, any kernel)."
     params = {
         **kernel_params(),
-        "C": Float(1.0, gt=0, doc="Penalty of errors beyond the epsilon tube."),
-        "epsilon": Float(0.1, ge=0, doc="Half-width of the insensitive tube."),
-        "tol": Float(1e-3, gt=0),
-        "cache_size": Float(200.0, gt=0, doc="Kernel cache size in MB."),
-        "max_iter": Int(-1, ge=-1, doc="SMO iterations; -1: no limit."),
+        "C": Float(1.0, gt=0, le=1e12, doc="Penalty of errors beyond the epsilon tube."),
+        "epsilon": Float(0.1, ge=0, le=1e12, doc="Half-width of the insensitive tube."),
+        "tol": Float(1e-3, gt=0, le=1e6),
+        "cache_size": Float(200.0, gt=0, le=100000.0, doc="Kernel cache size in MB."),
+        "max_iter": Int(-1, ge=-1, le=1_000_000, doc="SMO iterations; -1: no limit."),
     }
     supports_sample_weight = True
     reports_progress = True

@@ -55,7 +55,7 @@ MIN_CATEGORY_COUNT = Int(
 def max_features_spec(default):
     return OneOf(
         default,
-        options=[Choice("sqrt", choices=("sqrt", "log2")), Fraction(gt=0.0, le=1.0), Int(ge=1)],
+        options=[Choice("sqrt", choices=("sqrt", "log2")), Fraction(gt=0.0, le=1.0), Int(ge=1, le=1_000_000)],
         nullable=True,
         doc="Features considered per split: 'sqrt', 'log2', an int, a fraction, or null (all).",
     )
@@ -72,12 +72,12 @@ def tree_params(criteria: tuple[str, ...], default_criterion: str, *, max_featur
                 f"{AUTO_HIST_MIN_SAMPLES}.",
         ),
         "max_bins": Int(255, ge=2, le=65535, doc="Bins per numeric feature in hist mode."),
-        "max_depth": Int(None, ge=1, doc="Maximum depth (null: unlimited)."),
-        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2)],
+        "max_depth": Int(None, ge=1, le=1_000, doc="Maximum depth (null: unlimited)."),
+        "min_samples_split": OneOf(2, options=[Fraction(gt=0.0, le=1.0), Int(ge=2, le=1_000_000_000)],
                                    doc="Minimum samples to split a node (int or fraction)."),
-        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1)],
+        "min_samples_leaf": OneOf(1, options=[Fraction(gt=0.0, lt=1.0), Int(ge=1, le=1_000_000_000)],
                                   doc="Minimum samples in each child (int or fraction)."),
-        "min_impurity_decrease": Float(0.0, ge=0.0, doc="Split only if W_t/W * gain >= this."),
+        "min_impurity_decrease": Float(0.0, ge=0.0, le=1e12, doc="Split only if W_t/W * gain >= this."),
         "max_features": max_features_spec(max_features_default),
         "min_category_count": MIN_CATEGORY_COUNT,
     }
@@ -86,10 +86,10 @@ def tree_params(criteria: tuple[str, ...], default_criterion: str, *, max_featur
                               doc="Post-pruning on a held-out validation split.")
         p["validation_fraction"] = Float(0.2, gt=0.0, lt=1.0,
                                          doc="Held-out fraction for reduced-error pruning.")
-    p["ccp_alpha"] = Float(0.0, ge=0.0, doc="Minimal cost-complexity pruning strength.")
+    p["ccp_alpha"] = Float(0.0, ge=0.0, le=1e12, doc="Minimal cost-complexity pruning strength.")
     if classifier:
         p["class_weight"] = OneOf(
-            None, options=[Choice("balanced", choices=("balanced",)), DictOf(Float(ge=0.0))],
+            None, options=[Choice("balanced", choices=("balanced",)), DictOf(Float(ge=0.0, le=1e12))],
             nullable=True, doc="null, 'balanced', or {label: weight}.",
         )
     p["random_state"] = Seed()

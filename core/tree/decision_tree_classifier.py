@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..random import check_random_state
 from ..registry import register
 from ..validation import (
@@ -34,6 +35,7 @@ __all__ = ["DecisionTreeClassifier"]
 @register
 class DecisionTreeClassifier(Classifier):
     name = "decision_tree_classifier"
+    fit_memory = forest_fit(1)  # peak memory model (core/memory.py)
     summary = "Decision tree (entropy / Gini / gain ratio); categorical splits, missing values, pruning."
     params = tree_params(("gini", "entropy", "gain_ratio"), "gini")
     supports_sample_weight = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
+from ..memory import forest_fit
 from ..random import check_random_state
 from ..registry import register
 from ..validation import (
@@ -29,6 +30,7 @@ __all__ = ["DecisionTreeRegressor"]
 @register
 class DecisionTreeRegressor(Regressor):
     name = "decision_tree_regressor"
+    fit_memory = forest_fit(1)  # peak memory model (core/memory.py)
     summary = "Regression tree (squared or absolute error); categorical splits, missing values, pruning."
     params = tree_params(("squared_error", "absolute_error"), "squared_error", classifier=False)
     supports_sample_weight = True

@@ -19,6 +19,6 @@ async def train_model(body: TrainRequest, request: Request, response: Response):
     if body.data is not None:
         req["data"] = body.data.model_dump()
     job, model_id = await run_in_threadpool(submit_train, r.meta, r.art, req, r.queue.enqueue,
-                                            r.settings.classifier_max_numeric_classes)
+                                            r.settings.classifier_max_numeric_classes, r.settings.max_train_bytes)
     response.headers["Location"] = f"/v1/jobs/{job['id']}"
     return {"job": job_view(job), "model_id": model_id}

@@ -151,11 +151,13 @@ def _worker_main(conn, settings_json: str, api_pid: int | None = None) -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     from ..services.jobs import execute_job  # preloaded by the forkserver: no import cost here
+    from ..services.resources import apply_worker_memory_limit
     from ..settings import Settings
     from . import fanout
     from .runtime import open_stores
 
     settings = Settings.model_validate_json(settings_json)
+    apply_worker_memory_limit(settings.worker_memory_bytes)  # a runaway fit fails its job, not the host
     from ..observability import configure_logging
 
     configure_logging(settings.log_level, settings.log_format)  # JSON lines like the API process

@@ -39,8 +39,10 @@ def run_job(job_id: str) -> str:
     from rq.timeouts import JobTimeoutException
 
     from ..services.jobs import execute_job
+    from ..services.resources import apply_worker_memory_limit
 
     settings = Settings()
+    apply_worker_memory_limit(settings.worker_memory_bytes)  # in the work-horse: a runaway fit fails its job
     meta, art = _stores(settings)
     meta.engine.dispose(close=False)  # a fresh fork: never reuse the parent's pooled connections
     _set_fanout(settings)

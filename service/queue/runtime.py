@@ -10,7 +10,7 @@ from ..storage.metadata import MetadataStore
 def open_stores(settings: Settings) -> tuple[MetadataStore, ArtifactStore]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     meta = MetadataStore(settings.resolved_database_url())
-    meta.create_all()
+    meta.upgrade_schema()  # Alembic, under a lock: concurrent first starts are safe
     return meta, open_artifacts(settings)
 
 

@@ -331,6 +331,12 @@ def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tu
             return "cancelled"
         log.warning("job %s: attempt %d stopped: %s", job_id, attempt, _why_stale(meta, job_id, attempt))
         return "stale"
+    except MemoryError:  # past the worker's address-space cap (ORCHARD_WORKER_MEMORY_BYTES): this job only
+        from .resources import memory_error_message
+
+        msg = memory_error_message()
+        log.warning("job %s failed: %s", job_id, msg)
+        return "failed" if fail(meta, job, attempt, "MemoryLimitExceeded", msg) else "stale"
     except (DataError, ParamError, Invalid, NotFound, ValueError) as exc:
         msg = getattr(exc, "detail", None) or str(exc)
         log.info("job %s failed: %s", job_id, msg)

@@ -30,6 +30,7 @@ from . import rl
 from .bundle import ModelBundle
 from .evaluation import evaluate_matrix
 from .jobs import Outcome
+from .resources import fit_memory_estimate, human_bytes
 from .tables import Column, parse_json_table
 
 log = logging.getLogger("orchard.training")
@@ -228,8 +229,24 @@ def _distinct_numbers(art: ArtifactStore, record: dict | None, cols, name: str) 
         list(range(int(u.size)))
 
 
+
+
+def _check_memory(cls, params: dict, n_rows: int, features: list[dict], target_col: dict | None, limit: int,
+                  inline: bool) -> None:
+    """422 when the fit's estimated peak memory exceeds ``limit`` (ORCHARD_MAX_TRAIN_BYTES), naming the cause."""
+    if not limit:
+        return
+    total, est = fit_memory_estimate(cls, params, n_rows, features, target_col)
+    if total <= limit:
+        return
+    loc = ["body", "params", est.param] if est.param else ["body", "data" if inline else "dataset_id"]
+    raise invalid(loc, f"training {cls.name} on {n_rows} rows would need about {human_bytes(total)} of memory "
+                       f"({est.cause}), more than the limit of {human_bytes(limit)} (ORCHARD_MAX_TRAIN_BYTES); "
+                       "use fewer rows or smaller parameters")
+
+
 def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
-                 max_numeric_classes: int = 50) -> tuple[dict, str]:
+                 max_numeric_classes: int = 50, max_train_bytes: int = 0) -> tuple[dict, str]:
     """Validate and enqueue a training job.  Returns (job record, model id)."""
     cls = resolve_algorithm(req["algorithm"])
     params = validate_algorithm_params(cls, req.get("params"))
@@ -286,6 +303,7 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
     validation = _check_validation(req.get("validation"), cls.task, by_name, n_rows)
     if n_rows < 2:
         raise invalid(["body", "dataset_id"], "the dataset needs at least two rows to train on")
+    _check_memory(cls, params, n_rows, features, target_col, max_train_bytes, inline=cols is not None)
     if cols is not None:  # inline data becomes a dataset so that any worker can load it
         created_inline = ds.store_columns(meta, art, cols, (req.get("name") or "inline") + "-data")
         record = created_inline

@@ -1,6 +1,10 @@
 """Artifact store: files under the data directory, written atomically, model bundles signed.
 
 * Every write goes to a temporary file in the same directory, is fsynced, then renamed.
+* Temporary files (uploads being received, datasets being staged) live in a directory of their own per
+  process, ``tmp/<hostname>-<pid>-<random>/``, with an ``owner.json`` saying which process owns it. At start a
+  process removes only the temporary directories of processes that are provably dead (``sweep_tmp``), never
+  those of another live replica sharing the data directory.
 * Model bundles are joblib pickles framed as ``MAGIC | HMAC-SHA256(key, payload) | payload``;
   ``load_bundle`` verifies the tag with a constant-time comparison BEFORE unpickling anything,
   so a tampered, truncated or foreign file is refused and never deserialised.
@@ -14,6 +18,8 @@ import io
 import json
 import os
 import shutil
+import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,79 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+# a temporary directory whose owner cannot be proved dead (another host, another PID namespace) is removed
+# only when nothing in it has changed for this long
+FOREIGN_TMP_STALE_S = 24 * 3600
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), None if it is gone:
+    with the PID it identifies a process even after its PID is reused."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_identity() -> dict:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+            "pid_ns": _pid_namespace(), "start_time": _start_time(pid)}
+
+
+def owner_is_dead(owner: dict, me: dict) -> bool:
+    """Whether the process described by ``owner`` (an ``owner.json``) has provably ended. Only a process of this
+    host can be proved dead: same hostname and either an earlier boot, or the same boot and PID namespace with
+    no process of that PID and start time any more."""
+    if owner.get("host") != me["host"] or not me["boot_id"] or not owner.get("boot_id"):
+        return False
+    if owner["boot_id"] != me["boot_id"]:
+        return True  # the host rebooted since: every process of the earlier boot has ended
+    if not me["pid_ns"] or owner.get("pid_ns") != me["pid_ns"]:
+        return False  # another container on this host: its PIDs are not ours to look up
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    if pid == me["pid"] and owner.get("start_time") == me["start_time"]:
+        return False
+    started = _start_time(pid)
+    return started is None or started != owner.get("start_time")
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                try:
+                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+                except OSError:
+                    pass
+    return newest
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 class ArtifactStore:
     local = True  # artifacts are files here: an existence check is a stat
 
@@ -62,15 +141,61 @@ class ArtifactStore:
         (self.root / "datasets").mkdir(parents=True, exist_ok=True)
         (self.root / "models").mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        self._tmp: Path | None = None
+        self._tmp_pid: int | None = None
 
     def ping(self) -> None:
-        probe = self.root / "tmp" / f".probe-{uuid.uuid4().hex}"
+        probe = self.tmp_dir / f".probe-{uuid.uuid4().hex}"
         probe.write_bytes(b"ok")
         probe.unlink()
 
     @property
-    def tmp_dir(self) -> Path:
+    def tmp_root(self) -> Path:
         return self.root / "tmp"
+
+    @property
+    def tmp_dir(self) -> Path:
+        """This process's own temporary directory (made on first use, again after a fork)."""
+        if self._tmp_pid != os.getpid() or self._tmp is None or not self._tmp.is_dir():
+            me = process_identity()
+            d = self.tmp_root / f"{me['host']}-{me['pid']}-{uuid.uuid4().hex[:8]}"
+            d.mkdir(parents=True)
+            atomic_write(d / "owner.json", json.dumps(me).encode())
+            self._tmp, self._tmp_pid = d, me["pid"]
+        return self._tmp
+
+    def sweep_tmp(self, grace_s: float, now: float | None = None) -> list[str]:
+        """Remove the temporary directories of ended processes (and loose files left in ``tmp/`` by older
+        versions) once nothing in them has changed for ``grace_s`` seconds. A directory whose owner may be
+        alive is kept; one whose owner cannot be checked (another host or container) is removed only after
+        ``FOREIGN_TMP_STALE_S`` without a change. Safe to run in several processes at once. Returns the names
+        removed."""
+        now = time.time() if now is None else now
+        me = process_identity()
+        removed = []
+        try:
+            entries = list(self.tmp_root.iterdir())
+        except FileNotFoundError:
+            return removed
+        for p in entries:
+            if p == self._tmp and self._tmp_pid == me["pid"]:
+                continue
+            try:
+                owner = json.loads((p / "owner.json").read_bytes()) if p.is_dir() else None
+            except (OSError, ValueError):
+                owner = None
+            try:
+                idle = now - _newest_mtime(p)
+            except OSError:
+                continue  # removed meanwhile
+            dead = isinstance(owner, dict) and owner_is_dead(owner, me)
+            if not dead and isinstance(owner, dict) and all(owner.get(k) == me[k] for k in ("host", "boot_id",
+                                                                                              "pid_ns")):
+                continue  # a live process of this host and PID namespace: never touched
+            if idle >= (grace_s if dead else max(grace_s, FOREIGN_TMP_STALE_S)):
+                _remove(p)
+                removed.append(p.name)
+        return removed
 
     # -- datasets: one directory of .npy columns + schema.json ------------------------------
     def dataset_dir(self, dataset_id: str) -> Path:
@@ -182,9 +307,32 @@ class ArtifactStore:
     def delete_model(self, model_id: str) -> None:
         self.model_path(model_id).unlink(missing_ok=True)
 
-    def cleanup_tmp(self) -> None:
-        for p in self.tmp_dir.iterdir():
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
+    def remove_own_tmp(self) -> None:
+        """At a clean shutdown: this process's temporary directory goes."""
+        if self._tmp is not None and self._tmp_pid == os.getpid():
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    # -- the janitor's view -------------------------------------------------------------------
+    def list_dataset_artifacts(self) -> dict[str, float]:
+        """dataset id -> newest modification time of its directory's files."""
+        out = {}
+        for p in (self.root / "datasets").iterdir():
+            try:
+                out[p.name] = _newest_mtime(p)
+            except OSError:
+                pass
+        return out
+
+    def list_model_artifacts(self) -> dict[str, float]:
+        """File name -> modification time, for every file under models/ (bundles and leftover temp files)."""
+        out = {}
+        for p in (self.root / "models").iterdir():
+            try:
+                out[p.name] = p.lstat().st_mtime
+            except OSError:
+                pass
+        return out
+
+    def remove_model_file(self, name: str) -> None:
+        _remove(self.root / "models" / name)

@@ -1,7 +1,8 @@
 """Metadata store: datasets, models and jobs in SQL (SQLite by default, PostgreSQL when configured).
 
-SQLAlchemy Core, three tables, JSON columns for nested fields.  Every write is
-one transaction.  Job (and their models') state changes live in ``service/services/jobs.py``: conditional
+SQLAlchemy Core, three tables, JSON columns for nested fields.  The schema is created and changed only by the
+Alembic migrations in ``migrations/`` (``upgrade_schema``); a change here needs a new revision there.  Every write
+is one transaction.  Job (and their models') state changes live in ``service/services/jobs.py``: conditional
 updates on the job's status and attempt token, so that two processes never both claim or finish a job.
 """
 
@@ -129,8 +130,11 @@ class MetadataStore:
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 
-    def create_all(self) -> None:
-        metadata.create_all(self.engine)
+    def upgrade_schema(self) -> str:
+        """Create or upgrade the schema with the Alembic migrations, under a lock (``storage/schema.py``)."""
+        from .schema import upgrade
+
+        return upgrade(self.engine)
 
     def ping(self) -> None:
         with self.engine.connect() as conn:
@@ -201,6 +205,10 @@ class MetadataStore:
     def model_ids(self) -> set[str]:
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(select(models.c.id))}
+
+    def model_statuses(self) -> dict[str, str]:
+        with self.engine.connect() as conn:
+            return {r[0]: r[1] for r in conn.execute(select(models.c.id, models.c.status))}
 
     # -- jobs --------------------------------------------------------------------------
     def insert_job(self, values: dict) -> None:

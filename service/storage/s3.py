@@ -116,6 +116,26 @@ class S3ArtifactStore(ArtifactStore):
                 self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objs, "Quiet": True})
         super().delete_dataset(dataset_id)
 
+    # -- the janitor's view: the bucket's objects, not the local copies ----------------------------------
+    def _objects(self, *parts: str):
+        prefix = self._key(*parts) + "/"
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for o in page.get("Contents", ()):
+                yield o["Key"][len(prefix):], o["LastModified"].timestamp()
+
+    def list_dataset_artifacts(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, mtime in self._objects("datasets"):
+            ds_id = name.split("/", 1)[0]
+            out[ds_id] = max(out.get(ds_id, 0.0), mtime)
+        return out
+
+    def list_model_artifacts(self) -> dict[str, float]:
+        return {name: mtime for name, mtime in self._objects("models") if "/" not in name}
+
+    def remove_model_file(self, name: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key("models", name))
+
     # -- model bundles ------------------------------------------------------------------------------
     def save_bundle(self, model_id: str, bundle: Any) -> int:
         blob = self.signed_blob(bundle)

@@ -97,6 +97,39 @@ def test_invalid_params_rejected(name):
             assert not _is_fitted(est)
 
 
+# (algorithm, parameter) pairs whose numbers may stay unbounded above, each with its reason. Empty: every
+# number has a bound a user would never need to exceed (resource guards, docs/decisions/resource-guards.md).
+UNBOUNDED_EXEMPT: dict[tuple[str, str], str] = {}
+
+
+def _numbers_without_maximum(schema: dict, where: str):
+    """Paths of integer/number schemas (anywhere: anyOf options, list items, object values) with no maximum."""
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") in ("integer", "number") and "maximum" not in schema and "exclusiveMaximum" not in schema:
+        yield where
+    for i, sub in enumerate(schema.get("anyOf", [])):
+        yield from _numbers_without_maximum(sub, f"{where}|{i}")
+    if isinstance(schema.get("items"), dict):
+        yield from _numbers_without_maximum(schema["items"], f"{where}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _numbers_without_maximum(schema["additionalProperties"], f"{where}{{}}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_number_param_has_an_upper_bound(name):
+    """Every Int/Float parameter has a schema maximum (served by GET /v1/algorithms), so that a request such as
+    n_estimators=1e9 is a 422 before anything is queued; lists of numbers have a maximum length where their
+    length is a size (hidden layers)."""
+    props = registry.describe(name)["params_schema"]["properties"]
+    missing = [p for key, sch in props.items() if (name, key) not in UNBOUNDED_EXEMPT
+               for p in _numbers_without_maximum(sch, key)]
+    assert not missing, f"{name}: parameters without a maximum (add le=... to their spec): {missing}"
+    for key, sch in props.items():
+        if sch.get("type") == "array" and key.endswith("_sizes"):
+            assert "maxItems" in sch, f"{name}.{key} needs max_items"
+
+
 def _is_fitted(est):
     return any(k.endswith("_") and not k.startswith("_") for k in vars(est))
 

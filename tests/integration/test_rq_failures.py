@@ -23,7 +23,7 @@ from tests.service.conftest import assert_consistent, assert_problem, iris_csv, 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-LONG_FIT = {"solver": "gd", "max_iter": 10_000_000, "tol": 1e-300, "C": 1e10}  # runs until stopped
+LONG_FIT = {"solver": "gd", "max_iter": 1_000_000, "tol": 1e-300, "C": 1e10}  # runs until stopped
 SHORT_FIT = {"n_estimators": 100}  # random forest on iris: a second or a few
 
 

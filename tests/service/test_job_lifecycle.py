@@ -16,7 +16,7 @@ from service.settings import Settings
 from service.storage.metadata import utcnow
 from tests.service.conftest import assert_consistent, assert_problem, iris_csv, train, upload_csv, wait_job
 
-LONG_FIT = {"solver": "gd", "max_iter": 10_000_000, "tol": 1e-300, "C": 1e10}  # runs until cancelled
+LONG_FIT = {"solver": "gd", "max_iter": 1_000_000, "tol": 1e-300, "C": 1e10}  # runs until cancelled
 
 
 def _submit(client, ds, params=None):

@@ -87,3 +87,27 @@ def test_an_unreachable_or_misconfigured_bucket(tmp_path, s3, monkeypatch):
     with TestClient(create_app(s)) as c:
         r = c.get("/health/ready")
         assert r.status_code == 503 and "artifacts" in r.text
+
+
+def test_the_janitor_collects_orphans_in_the_bucket(tmp_path, s3):
+    """With artifacts on S3 the janitor lists the bucket: an orphan dataset and model (objects without rows)
+    go once older than the grace period, artifacts with rows stay."""
+    from service.queue.runtime import open_stores
+    from service.services.janitor import collect
+
+    client, bucket = s3
+    settings = Settings(data_dir=tmp_path / "a", database_url=f"sqlite:///{tmp_path / 'meta.db'}",
+                        artifacts_url=f"s3://{bucket}/prod", secret_key="shared", workers=0)
+    with TestClient(create_app(settings)) as a:
+        ds = upload_csv(a, iris_csv()).json()["id"]
+        mid, _ = train(a, algorithm="logistic_regression", dataset_id=ds, target="species")
+    meta, art = open_stores(settings)
+    client.put_object(Bucket=bucket, Key="prod/models/mdl_orphan.joblib", Body=b"x")
+    client.put_object(Bucket=bucket, Key="prod/datasets/ds_orphan/c0.npy", Body=b"x")
+    assert collect(meta, art, grace_s=3600)["models"] == []
+    report = collect(meta, art, grace_s=0)
+    meta.dispose()
+    assert report["models"] == ["mdl_orphan.joblib"] and report["datasets"] == ["ds_orphan"]
+    keys = _keys(client, bucket)
+    assert f"prod/models/{mid}.joblib" in keys and f"prod/datasets/{ds}/schema.json" in keys
+    assert not [k for k in keys if "orphan" in k]

@@ -310,7 +310,7 @@ def test_bad_requests_are_422_and_store_nothing(client, path, body, loc):
 # ------------------------------------------------------------------------------------------------
 # cancellation, restart, fan-out
 # ------------------------------------------------------------------------------------------------
-SLOW = {"solver": "gd", "max_iter": 10_000_000, "tol": 1e-300, "C": 1e10}
+SLOW = {"solver": "gd", "max_iter": 1_000_000, "tol": 1e-300, "C": 1e10}
 
 
 def _wait_status(client, job_id, status, timeout=60):

@@ -1,0 +1,92 @@
+"""The janitor: collects what a crash can leave behind in the artifact store.
+
+* orphan artifacts: a dataset directory or model file with no metadata row (e.g. a crash between the artifact's
+  rename and the metadata insert, or a model deleted while its job was saving), and temp files of an
+  interrupted ``atomic_write`` in ``models/``;
+* the temporary directories of ended processes (``ArtifactStore.sweep_tmp``);
+* metadata rows whose artifact is missing are reported (logged at warning), never changed.
+
+Only what has not changed for ``grace_s`` seconds is collected, so an artifact whose save is in flight (written,
+its row not yet inserted) is never touched. Every step tolerates another replica's janitor running at the same
+time (removals ignore what is already gone). The API process runs it at start and every
+``ORCHARD_JANITOR_INTERVAL_S`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..storage.artifacts import ArtifactStore
+from ..storage.metadata import MetadataStore
+
+log = logging.getLogger("orchard.janitor")
+
+BUNDLE_SUFFIX = ".joblib"
+
+
+def collect(meta: MetadataStore, art: ArtifactStore, grace_s: float, now: float | None = None) -> dict:
+    """One pass. Returns what it did: ``{"tmp": [...], "datasets": [...], "models": [...],
+    "missing_datasets": [...], "missing_models": [...]}`` (ids or file names)."""
+    now = time.time() if now is None else now
+    report: dict[str, list[str]] = {"tmp": art.sweep_tmp(grace_s, now=now)}
+    # the files first, then the rows: a row inserted between the two reads is seen, so its artifact is kept
+    ds_files = art.list_dataset_artifacts()
+    model_files = art.list_model_artifacts()
+    ds_rows = meta.dataset_ids()
+    model_rows = meta.model_statuses()
+    report["datasets"] = []
+    for ds_id, mtime in sorted(ds_files.items()):
+        if ds_id not in ds_rows and now - mtime >= grace_s:
+            art.delete_dataset(ds_id)
+            report["datasets"].append(ds_id)
+    report["models"] = []
+    for name, mtime in sorted(model_files.items()):
+        model_id = name[: -len(BUNDLE_SUFFIX)] if name.endswith(BUNDLE_SUFFIX) else None
+        if model_id is not None and model_id in model_rows:
+            continue
+        if now - mtime >= grace_s:  # no row, or a temp file of an interrupted write
+            art.remove_model_file(name)
+            report["models"].append(name)
+    # rows whose artifact is missing: reported only (a dataset/model row is written after its artifact, so
+    # this means the files were lost or deleted by hand)
+    report["missing_datasets"] = sorted(i for i in ds_rows if i not in ds_files)
+    report["missing_models"] = sorted(i for i, status in model_rows.items()
+                                      if status == "ready" and f"{i}{BUNDLE_SUFFIX}" not in model_files)
+    for kind in ("tmp", "datasets", "models"):
+        if report[kind]:
+            log.info("janitor removed %d orphan %s: %s", len(report[kind]),
+                     "temporary directories" if kind == "tmp" else kind, ", ".join(report[kind][:20]))
+    for kind in ("missing_datasets", "missing_models"):
+        if report[kind]:
+            log.warning("janitor: %d %s rows have no artifact (files lost or removed by hand): %s",
+                        len(report[kind]), kind.split("_")[1][:-1], ", ".join(report[kind][:20]))
+    return report
+
+
+class Janitor:
+    """Runs ``collect`` at start and then every ``interval_s`` seconds on a daemon thread."""
+
+    def __init__(self, meta: MetadataStore, art: ArtifactStore, grace_s: float, interval_s: float):
+        self.meta, self.art, self.grace_s, self.interval_s = meta, art, grace_s, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="orchard-janitor", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                collect(self.meta, self.art, self.grace_s)
+            except Exception:  # noqa: BLE001 - a database or file system blink must not stop the janitor
+                log.exception("janitor pass failed; trying again later")
+            if self._stop.wait(self.interval_s):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
