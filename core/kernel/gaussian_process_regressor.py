@@ -75,7 +75,17 @@ class GaussianProcessRegressor(Regressor):
             doc="'fmin_l_bfgs_b' maximises the log marginal likelihood; 'none' (or null) keeps the kernel.",
         ),
         "n_restarts_optimizer": Int(0, ge=0),
-        "normalize_y": Bool(False, doc="Standardise y before fitting (predictions are mapped back)."),
+        # Default True, unlike scikit-learn (False): the GP prior has mean 0 and unit amplitude at the
+        # initial kernel, so targets far from 0 (friedman1: mean ~14) were fitted as noise around 0
+        # (R^2 ~ 0). Standardising y makes the zero-mean prior and the default bounds fit any scale
+        # (docs/decisions/kernels.md).
+        "normalize_y": Bool(
+            True,
+            doc="Standardise y (subtract its mean, divide by its std) before fitting; predictions and std "
+                "are mapped back. Default true (scikit-learn: false), so that targets that are not centred "
+                "near 0 with unit scale are fitted well under the zero-mean GP prior; set false for a GP "
+                "prior on the raw targets.",
+        ),
         "random_state": Seed(),
     }
     has_predict_std = True
