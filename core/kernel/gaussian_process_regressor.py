@@ -31,7 +31,7 @@ from ..random import check_random_state
 from ..registry import register
 from ..validation import DataError, NotFittedError, check_array, check_n_features, check_X_y
 
-__all__ = ["GaussianProcessRegressor", "log_marginal_likelihood"]
+__all__ = ["GaussianProcessRegressor", "log_marginal_likelihood", "maximise_evidence"]
 
 
 def log_marginal_likelihood(kernel, X, y, alpha, eval_gradient=False):
@@ -61,6 +61,34 @@ def log_marginal_likelihood(kernel, X, y, alpha, eval_gradient=False):
     # grad_q = 1/2 sum_ij W_ij dK_ijq  (one matrix-vector product over the flattened (n*n, p) tensor)
     grad = 0.5 * (W.reshape(-1) @ dK.reshape(n * n, -1))
     return lml, grad
+
+
+def maximise_evidence(kernel, lml_and_grad, n_restarts, rng, ctx=NULL_CONTEXT):
+    """The kernel whose log-hyperparameters maximise ``lml_and_grad(kernel) -> (lml, dlml/dtheta)``.
+
+    L-BFGS-B within the log bounds from ``kernel.theta``, then from ``n_restarts`` starts drawn
+    log-uniformly within the bounds (from ``rng``); the best optimum is kept.  One ``ctx.step`` per
+    run, cancellation checked at every evaluation.  Shared by the GP regressor and classifier.
+    """
+    bounds = kernel.bounds
+
+    def obj(theta):
+        ctx.check_cancelled()
+        lml, grad = lml_and_grad(kernel.with_theta(theta))
+        if not np.isfinite(lml):
+            return 1e25, np.zeros_like(theta)
+        return -lml, -grad
+
+    n_runs = 1 + n_restarts
+    ctx.step(0, n_runs)
+    best = None
+    for r in range(n_runs):
+        theta0 = kernel.theta if r == 0 else rng.uniform(bounds[:, 0], bounds[:, 1])
+        res = minimize(obj, theta0, jac=True, method="L-BFGS-B", bounds=bounds)
+        if best is None or res.fun < best.fun:
+            best = res
+        ctx.step(r + 1, n_runs, restart=r + 1, log_marginal_likelihood=-float(res.fun))
+    return kernel.with_theta(best.x)
 
 
 @register
@@ -109,27 +137,11 @@ class GaussianProcessRegressor(Regressor):
         yt = (y - y_mean) / y_std
         alpha = p["alpha"]
         optimise = p["optimizer"] not in (None, "none") and kernel.n_dims > 0
-        n_runs = 1 + p["n_restarts_optimizer"] if optimise else 0
-        ctx.step(0, max(n_runs, 1))
         if optimise:
-            rng = check_random_state(p["random_state"])
-            bounds = kernel.bounds
-
-            def obj(theta):
-                ctx.check_cancelled()
-                lml, grad = log_marginal_likelihood(kernel.with_theta(theta), X, yt, alpha, True)
-                if not np.isfinite(lml):
-                    return 1e25, np.zeros_like(theta)
-                return -lml, -grad
-
-            best = None
-            for r in range(n_runs):
-                theta0 = kernel.theta if r == 0 else rng.uniform(bounds[:, 0], bounds[:, 1])
-                res = minimize(obj, theta0, jac=True, method="L-BFGS-B", bounds=bounds)
-                if best is None or res.fun < best.fun:
-                    best = res
-                ctx.step(r + 1, n_runs, restart=r + 1, log_marginal_likelihood=-float(res.fun))
-            kernel = kernel.with_theta(best.x)
+            kernel = maximise_evidence(
+                kernel, lambda k: log_marginal_likelihood(k, X, yt, alpha, True),
+                p["n_restarts_optimizer"], check_random_state(p["random_state"]), ctx,
+            )
         K = kernel(X)
         K[np.diag_indices_from(K)] += alpha
         try:

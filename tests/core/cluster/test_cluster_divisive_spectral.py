@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from sklearn.cluster import SpectralClustering as SkSpectral
 from scipy.sparse.linalg import ArpackNoConvergence
+from sklearn.cluster import SpectralClustering as SkSpectral
 from sklearn.datasets import load_digits, load_iris, load_wine, make_blobs
 from sklearn.preprocessing import StandardScaler
 
