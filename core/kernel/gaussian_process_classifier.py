@@ -18,7 +18,7 @@ covariance (K^-1 + W)^-1, W = diag(pi (1 - pi)), pi = sigma(f^).
   pi* = integral sigma(z) N(z | f*_mean, V) dz.  Departure from the book, which leaves line 7 to
   numerical integration or the probit approximation sigma(z) ~ Phi(z sqrt(pi / 8)) (eq. 3.25): as
   scikit-learn, sigma is approximated by a combination of five error functions (Williams & Barber
-  1998), whose Gaussian integrals are closed form; the integral is then accurate to ~1e-4.
+  1998; within 5e-4 of sigma everywhere), whose Gaussian integrals are closed form.
 * Multiclass: one binary problem per class (class vs rest), each with its own hyperparameters;
   probabilities are the binary ones normalised to sum to 1 (scikit-learn's one-vs-rest).
 
@@ -43,8 +43,8 @@ from .gaussian_process_regressor import maximise_evidence
 
 __all__ = ["GaussianProcessClassifier", "laplace_log_marginal_likelihood"]
 
-# sigma(z) ~ sum_j c_j Phi(lambda_j z) - 1/2 sum_j c_j ... written with erf (Williams & Barber 1998;
-# the coefficients scikit-learn uses)
+# sigma(z) ~ sum_j c_j (1 + erf(lambda_j z)) / 2 (Williams & Barber 1998; scikit-learn's coefficients), and
+# E[erf(lambda z)] under N(z | m, V) = erf(lambda m / sqrt(1 + 2 lambda^2 V))
 _LAMBDAS = np.array([0.41, 0.4, 0.37, 0.44, 0.39])[:, None]
 _COEFS = np.array([-1854.8214151, 3516.89893646, 221.29346712, 128.12323805, -2010.49422654])[:, None]
 
