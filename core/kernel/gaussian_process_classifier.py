@@ -17,8 +17,8 @@ covariance (K^-1 + W)^-1, W = diag(pi (1 - pi)), pi = sigma(f^).
   V = k(x*, x*) - ||L^-1 W^1/2 k*||^2; the averaged predictive probability
   pi* = integral sigma(z) N(z | f*_mean, V) dz.  Departure from the book, which leaves line 7 to
   numerical integration or the probit approximation sigma(z) ~ Phi(z sqrt(pi / 8)) (eq. 3.25): as
-  scikit-learn, sigma is approximated by a combination of five error functions (Williams & Barber
-  1998; within 5e-4 of sigma everywhere), whose Gaussian integrals are closed form.
+  scikit-learn, sigma is approximated by a combination of five error functions [Williams & Barber]
+  (within 5e-4 of sigma everywhere), whose Gaussian integrals are closed form.
 * Multiclass: one binary problem per class (class vs rest), each with its own hyperparameters;
   probabilities are the binary ones normalised to sum to 1 (scikit-learn's one-vs-rest).
 
@@ -43,7 +43,7 @@ from .gaussian_process_regressor import maximise_evidence
 
 __all__ = ["GaussianProcessClassifier", "laplace_log_marginal_likelihood"]
 
-# sigma(z) ~ sum_j c_j (1 + erf(lambda_j z)) / 2 (Williams & Barber 1998; scikit-learn's coefficients), and
+# sigma(z) ~ sum_j c_j (1 + erf(lambda_j z)) / 2 [Williams & Barber] (scikit-learn's coefficients), and
 # E[erf(lambda z)] under N(z | m, V) = erf(lambda m / sqrt(1 + 2 lambda^2 V))
 _LAMBDAS = np.array([0.41, 0.4, 0.37, 0.44, 0.39])[:, None]
 _COEFS = np.array([-1854.8214151, 3516.89893646, 221.29346712, 128.12323805, -2010.49422654])[:, None]
