@@ -2,13 +2,25 @@
 
 Source: [Santini §11.3] (graph of the data: Gaussian similarity W_ij = exp(-gamma ||x_i - x_j||^2) or a
 k-nearest-neighbour graph; relaxed minimum cut as an eigenproblem).  The notes give no Laplacian;
-we use Ng, Jordan & Weiss (2002): degree d_i = sum_j W_ij, symmetric normalised Laplacian
-L = I - D^{-1/2} W D^{-1/2}; the n_clusters eigenvectors of SMALLEST L eigenvalue (= largest of
-D^{-1/2} W D^{-1/2}; scipy.linalg.eigh, or scipy.sparse.linalg.eigsh for the sparse kNN graph
-/ large n); rows of that embedding normalised to unit length (``embedding_norm="rows"``; or
+we use Ng, Jordan & Weiss (2002) and [von Luxburg]: the graph has NO self-loops (W_ii = 0; the
+rbf kernel's k(x, x) = 1 would otherwise dominate every degree when gamma is large and make
+D^{-1/2} W D^{-1/2} ~ I, whose eigenvectors carry no information), degree d_i = sum_{j != i} W_ij
+(an isolated vertex, d_i = 0, gets d_i = 1 as in scipy's csgraph.laplacian), symmetric normalised
+Laplacian L = I - D^{-1/2} W D^{-1/2}; the n_clusters eigenvectors of SMALLEST L eigenvalue.
+The normalised Laplacian is invariant to a common scaling of W, so a near-disconnected graph
+(tiny affinities, e.g. the default gamma = 1 on many features) is as well posed as any other.
+
+Eigen-solvers (``eigen_solver``): ``dense`` = LAPACK eigh of the n x n matrix (subset of the
+spectrum); ``arpack`` = scipy eigsh on L in shift-invert mode around sigma = -1e-5 (scikit-learn's
+``spectral_embedding``: the wanted eigenvalues, near 0, become the largest of (L - sigma I)^{-1},
+well separated even when they cluster near 0, where plain Lanczos on L fails to converge), falling
+back to the dense solver if ARPACK fails.  ``auto`` = dense for n <= 1000, arpack above.
+All n_clusters eigenvectors are kept (as scikit-learn's SpectralClustering, ``drop_first=False``):
+with ``embedding_norm="degree"`` the trivial one, D^{-1/2} D^{1/2} 1, is a constant column that
+k-means ignores anyway; with ``"rows"`` or a disconnected graph it carries cluster information.
+Rows of the embedding U are normalised to unit length (``embedding_norm="rows"``, NJW; or
 ``"degree"``: D^{-1/2} U, scikit-learn's diffusion-map scaling); k-means (k-means++, ``n_init``)
-on the rows.  The kNN graph is connectivity with self-loops, symmetrised (A + A^T) / 2,
-as scikit-learn.
+on the rows.  The kNN graph is connectivity, symmetrised (A + A^T) / 2, as scikit-learn.
 
 New points (``predict``): the label of the nearest training point (Euclidean, k-d tree);
 spectral clustering has no out-of-sample rule (documented choice).
@@ -18,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg, sparse
-from scipy.sparse.linalg import eigsh
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
 from scipy.spatial import cKDTree
 
 from ..base import Clusterer
@@ -42,7 +54,9 @@ class SpectralClustering(Clusterer):
         "affinity": Choice("rbf", choices=("rbf", "nearest_neighbors")),
         "gamma": Float(1.0, gt=0.0, le=1e12, doc="rbf coefficient: W = exp(-gamma ||x - x'||^2)."),
         "n_neighbors": Int(10, ge=1, le=100_000),
-        "eigen_solver": Choice("auto", choices=("auto", "dense", "arpack")),
+        "eigen_solver": Choice("auto", choices=("auto", "dense", "arpack"),
+                               doc="'dense' (LAPACK), 'arpack' (shift-invert Lanczos, dense fallback) "
+                                   "or 'auto' (dense for n <= 1000)."),
         "n_init": Int(10, ge=1, le=1_000),
         "embedding_norm": Choice("rows", choices=("rows", "degree"),
                                  doc="'rows': unit-length rows (Ng-Jordan-Weiss); 'degree': D^-1/2 U "
@@ -65,29 +79,17 @@ class SpectralClustering(Clusterer):
         rng = check_random_state(p["random_state"])
         if p["affinity"] == "rbf":
             W = kernel_matrix(X, kernel="rbf", gamma=p["gamma"])
+            np.fill_diagonal(W, 0.0)
         else:
             m = min(p["n_neighbors"], n)
             _, nbr = cKDTree(X).query(X, k=m)
             nbr = nbr.reshape(n, m)
             C = sparse.csr_matrix((np.ones(n * m), (np.repeat(np.arange(n), m), nbr.ravel())), shape=(n, n))
             W = (0.5 * (C + C.T)).tocsr()
+            W.setdiag(0.0)
+            W.eliminate_zeros()
         ctx.step(1, 3)
-        deg = np.asarray(W.sum(axis=1)).ravel()
-        dinv = 1.0 / np.sqrt(np.maximum(deg, np.finfo(float).tiny))
-        solver = p["eigen_solver"]
-        if solver == "auto":
-            solver = "arpack" if n > 500 else "dense"
-        if sparse.issparse(W):
-            M = sparse.diags(dinv) @ W @ sparse.diags(dinv)
-        else:
-            M = W * dinv[:, None]
-            M *= dinv[None, :]
-        if solver == "dense" or k >= n - 1:
-            Md = M.toarray() if sparse.issparse(M) else M
-            _, U = linalg.eigh(Md, subset_by_index=(n - k, n - 1))
-        else:
-            v0 = rng.uniform(-1.0, 1.0, size=n)
-            _, U = eigsh(M, k=k, which="LA", v0=v0, tol=0.0)
+        U, dinv, solver_used = _laplacian_eigenvectors(W, k, p["eigen_solver"], rng)
         ctx.step(2, 3)
         if p["embedding_norm"] == "rows":
             nrm = np.linalg.norm(U, axis=1)
@@ -98,6 +100,7 @@ class SpectralClustering(Clusterer):
                                          ctx=ctx.child(2 / 3, 1.0))
         self.labels_ = labels
         self.embedding_ = E
+        self.eigen_solver_ = solver_used
         self._tree = cKDTree(X)
         self.n_features_in_ = X.shape[1]
         return self
@@ -107,3 +110,36 @@ class SpectralClustering(Clusterer):
         X = check_predict_input(self, X, "labels_")
         _, idx = self._tree.query(X, k=1)
         return self.labels_[np.asarray(idx).reshape(-1)]
+
+
+_DENSE_MAX = 1000  # 'auto' uses the dense solver up to this many points
+_SIGMA = -1e-5  # shift below the Laplacian's zero eigenvalue (scikit-learn's spectral_embedding)
+
+
+def _laplacian_eigenvectors(W, k, solver, rng):
+    """The k eigenvectors of smallest eigenvalue of L = I - D^-1/2 W D^-1/2 (W without self-loops).
+
+    Returns (U, D^-1/2, the solver that produced U)."""
+    n = W.shape[0]
+    deg = np.asarray(W.sum(axis=1)).ravel()
+    deg[deg <= 0.0] = 1.0  # isolated vertex: its row of D^-1/2 W D^-1/2 is 0 (scipy's convention)
+    dinv = 1.0 / np.sqrt(deg)
+    if sparse.issparse(W):
+        L = -(sparse.diags(dinv) @ W @ sparse.diags(dinv)).tocsr()
+        L.setdiag(1.0)
+    else:
+        L = W * dinv[:, None]
+        L *= -dinv[None, :]
+        L.flat[:: n + 1] = 1.0
+    if solver == "auto":
+        solver = "dense" if n <= _DENSE_MAX else "arpack"
+    if solver == "arpack" and k < n - 1:
+        try:
+            v0 = rng.uniform(-1.0, 1.0, size=n)
+            _, U = eigsh(L, k=k, sigma=_SIGMA, which="LM", v0=v0, tol=0.0)
+            return U, dinv, "arpack"
+        except (ArpackNoConvergence, ArpackError, RuntimeError):
+            pass  # dense fallback below (exact, O(n^3))
+    Ld = L.toarray() if sparse.issparse(L) else L
+    _, U = linalg.eigh(Ld, subset_by_index=(0, k - 1), check_finite=False)
+    return U, dinv, "dense"

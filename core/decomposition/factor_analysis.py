@@ -52,7 +52,9 @@ class FactorAnalysis(Transformer):
         "n_components": Int(None, ge=1, le=10_000, doc="Number of factors (null: n_features)."),
         "tol": Float(1e-2, ge=0.0, le=1e6, doc="Stopping threshold on the increase of the log-likelihood."),
         "max_iter": Int(1000, ge=1, le=1_000_000),
-        "solver": Choice("em", choices=("em", "svd"), doc="EM ([da Silva Neto §3.3]) or scikit-learn's SVD method."),
+        "solver": Choice("svd", choices=("em", "svd"),
+                         doc="'svd': scikit-learn's SVD iterations (default, its results); 'em': EM "
+                             "([da Silva Neto §3.3]), the same optimum but a different path when tol stops it early."),
         "noise_variance_init": Float(None, gt=0.0, le=1e12, doc="Initial value of every Psi_jj (null: 1)."),
     }
     reports_progress = True
@@ -110,10 +112,10 @@ class FactorAnalysis(Transformer):
                 new = -0.5 * n * (llconst + np.sum(np.log(s2)) + unexp + np.sum(np.log(psi)))
                 old, ll = ll, new
                 lls.append(ll)
-                psi = np.maximum(var - np.sum(W**2, axis=0), _SMALL)
                 ctx.step(it, p["max_iter"], loglik=ll)
                 if ll - old < p["tol"]:
-                    break
+                    break  # before the Psi update: (W, Psi) is the pair whose likelihood is ll (scikit-learn)
+                psi = np.maximum(var - np.sum(W**2, axis=0), _SMALL)
         flip_rows(W)
         self.components_ = W
         self.noise_variance_ = psi

@@ -1,3 +1,8 @@
-"""Kernel machines: kernel ridge regression, Gaussian process regression, kernel perceptron."""
+"""Kernel machines: kernel ridge regression, Gaussian process regression and classification, kernel perceptron."""
 
-from . import gaussian_process_regressor, kernel_perceptron, kernel_ridge_regression  # noqa: F401
+from . import (  # noqa: F401
+    gaussian_process_classifier,
+    gaussian_process_regressor,
+    kernel_perceptron,
+    kernel_ridge_regression,
+)

@@ -8,6 +8,10 @@ mu_k = sum_i gamma_ik x_i / N_k, Sigma_k = sum_i gamma_ik (x_i - mu_k)(x_i - mu_
 (or its diag / spherical / tied restriction, [da Silva Neto §3.3]).  Densities use the Cholesky factor
 of each PRECISION matrix (no explicit inverse): log N = -d/2 log 2pi + log det L - ||L^T (x - mu)||^2 / 2.
 The lower bound (mean log-likelihood per sample) never decreases ([da Silva Neto §3.2.1], tested).
+``n_init`` restarts: each initialisation draws its own seed from ``random_state`` (with
+``init_params="kmeans"``, its own k-means++ + Lloyd run, as scikit-learn); the restart whose final
+parameters have the highest mean log-likelihood is kept and that value is ``lower_bound_``
+(= ``score(X)`` on the training data; scikit-learn reports the value one M-step earlier).
 
 Anomaly flagging ([da Silva Neto §3.2], "flag x when p(x) is small"; the notes give no threshold):
 ``threshold_`` is the ``contamination`` quantile of the training log densities, or
@@ -196,7 +200,9 @@ class GaussianMixture(Clusterer):
                 if abs(lb - prev) < p["tol"]:
                     converged = True
                     break
-            # lower bound of the final parameters (the E-step they would start from)
+            # inits are compared (and lower_bound_ reported) by the mean log-likelihood of their FINAL
+            # parameters (one more E-step): the loop's lb belongs to the parameters before the last M-step
+            lb = float(logsumexp(_log_gaussian(X, means, prec, ct) + np.log(weights), axis=1).mean())
             if best is None or lb > best["lb"]:
                 best = {"lb": lb, "weights": weights, "means": means, "cov": cov, "prec": prec,
                         "n_iter": n_iter, "converged": converged, "bounds": bounds}

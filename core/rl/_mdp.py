@@ -384,7 +384,7 @@ def state_values(Q: np.ndarray, avail: np.ndarray) -> np.ndarray:
 
 
 def evaluate_policy_linear(mdp: MDP, policy: np.ndarray, gamma: float) -> np.ndarray | None:
-    """``V^pi`` by the sparse solve of ``(I - gamma P_pi) V = r_pi``; None when singular ([da Silva Neto §4] L1434)."""
+    """``V^pi`` by the sparse solve of ``(I - gamma P_pi) V = r_pi``; None when singular ([da Silva Neto §4])."""
     import warnings
 
     from scipy.sparse.linalg import MatrixRankWarning, spsolve

@@ -8,13 +8,13 @@ recursion in cost form,
     P_t = Q + gamma A^T P_{t+1} (A - B K_t),          c_t = gamma (c_{t+1} + tr(W P_{t+1})),
 
 starts from ``P_T = Q_final`` (default ``Q``; the notes' ``Phi_T = -U``, ``Psi_T = 0``) and gives the policy
-``u_t = -K_t x_t``.  Seed errata ([da Silva Neto §4], L1670, L1684, L1688): the notes' gain has the wrong
+``u_t = -K_t x_t``.  Errata of [da Silva Neto §4]: the notes' gain has the wrong
 sign, the transposes ``A^T ... A`` and ``B^T P`` are missing, and the constant is ``Psi_t = Psi_{t+1} +
 tr(Sigma_w Phi_{t+1})`` (with ``Phi = -P`` this is ``+ tr(W P)`` in cost form).  The infinite horizon
 iterates the recursion until ``P`` stops changing; it equals ``scipy.linalg.solve_discrete_are``.
 
 ``A`` and ``B`` come from the params, or are estimated from a table of ``x_*``, ``u_*``, ``x_next_*``
-columns by least squares ``min ||x' - A x - B u||^2`` ([da Silva Neto §4], L1521/L1636); ``W`` is then the
+columns by least squares ``min ||x' - A x - B u||^2`` ([da Silva Neto §4]); ``W`` is then the
 residual covariance.
 """
 

@@ -1,4 +1,4 @@
-"""Policy iteration on a finite MDP ([Passerini §15], Algorithm 5; [da Silva Neto §4], L1432-1446).
+"""Policy iteration on a finite MDP ([Passerini §15], Algorithm 5; [da Silva Neto §4]).
 
 Evaluation solves the linear system ``(I - gamma P_pi) V = r_pi`` exactly (a sparse LU,
 ``evaluation="linear"``), or runs ``eval_sweeps`` backups ``V <- r_pi + gamma P_pi V`` warm-started from the

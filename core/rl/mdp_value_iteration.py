@@ -6,8 +6,8 @@ within ``2 tol gamma / (1 - gamma)`` of optimal [Sutton & Barto §4.4]).  Every 
 mat-vec over the stacked (action, state) rows.
 
 With ``horizon = T`` it is backward induction ``V_T = 0``, ``V_t = max_a (R + gamma P V_{t+1})`` with a
-non-stationary policy ``policy_by_step_[t]``; ``predict`` answers for ``t = 0``.  Seed erratum
-([da Silva Neto §4], L1612): the recursion has one max over the sum, not two separate maxima.
+non-stationary policy ``policy_by_step_[t]``; ``predict`` answers for ``t = 0``.  Erratum
+([da Silva Neto §4]): the recursion has one max over the sum, not two separate maxima.
 """
 
 from __future__ import annotations

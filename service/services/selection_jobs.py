@@ -486,7 +486,7 @@ def run_learning_curve(meta, art, job, ctx) -> dict:
 
 # -- feature selection ----------------------------------------------------------------------------
 def run_feature_selection(meta, art, job, ctx) -> dict:
-    """Greedy forward/backward selection (seed 004 §1.6.4) by the k-fold mean; every subset on the same folds;
+    """Greedy forward/backward selection ([da Silva Neto §1.6.4]) by the k-fold mean; every subset on the same folds;
     "auto" (no n_features) stops when the best move does not improve the score by more than ``tol``."""
     p = job["payload"]
     metric = p["metric"]

@@ -132,3 +132,10 @@ def test_csv_columns_that_change_type_between_chunks(monkeypatch, tmp_path):
     assert cols["d"].type == "numeric" and cols["d"].python_values(slice(None)) == [5, 6, None, 7, 8, 9]
     forced = {c.name: c for c in tables.parse_csv_file(path, {"d": "categorical"})}
     assert forced["d"].categories == ["5", "6", "7", "8", "9"]
+
+
+def test_algorithms_describe_the_gp_normalize_y_default(client):
+    schema = client.get("/v1/algorithms/gaussian_process_regressor").json()["params_schema"]
+    prop = schema["properties"]["normalize_y"]
+    assert prop["default"] is True
+    assert "scikit-learn: false" in prop["description"]

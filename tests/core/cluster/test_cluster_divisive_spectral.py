@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
+from scipy.sparse.linalg import ArpackNoConvergence
 from sklearn.cluster import SpectralClustering as SkSpectral
-from sklearn.datasets import load_digits, load_iris, load_wine
+from sklearn.datasets import load_digits, load_iris, load_wine, make_blobs
 from sklearn.preprocessing import StandardScaler
 
 from core.cluster.divisive import DivisiveClustering
@@ -78,3 +79,43 @@ def test_spectral_separates_rings_and_predicts_nearest_training_label():
     assert est.predict(new)[1] == est.labels_[y == 1][0]
     # the row-normalised embedding lies on the unit sphere
     np.testing.assert_allclose(np.linalg.norm(est.embedding_, axis=1), 1.0)
+
+
+@pytest.mark.parametrize("solver", ["dense", "arpack"])
+def test_spectral_default_gamma_on_many_standardised_features_matches_sklearn(solver):
+    # gamma=1 on 13 standardised features: off-diagonal affinities are tiny (a near-disconnected graph);
+    # with the self-loops k(x, x) = 1 counted in the degrees, D^-1/2 W D^-1/2 ~ I and the labels were noise
+    X, y = _scaled(load_wine)
+    ref = adjusted_rand_score(y, SkSpectral(n_clusters=3, random_state=0).fit(X).labels_)
+    assert ref > 0.4
+    for norm in ["rows", "degree"]:
+        est = SpectralClustering(n_clusters=3, eigen_solver=solver, embedding_norm=norm, random_state=0).fit(X)
+        assert est.eigen_solver_ == solver
+        assert abs(adjusted_rand_score(y, est.labels_) - ref) <= 0.05, norm
+
+
+def test_spectral_unscaled_blobs_recovered_exactly_as_sklearn():
+    # 5 unscaled features, default gamma: within-blob affinities ~e^-10, between blobs ~e^-300
+    X, y = make_blobs(n_samples=1100, n_features=5, centers=4, random_state=0)
+    ref = SkSpectral(n_clusters=4, random_state=0).fit(X)
+    assert adjusted_rand_score(y, ref.labels_) == 1.0
+    for norm in ["rows", "degree"]:
+        est = SpectralClustering(n_clusters=4, embedding_norm=norm, random_state=0).fit(X)
+        assert est.eigen_solver_ == "arpack"  # 'auto' above 1000 points
+        assert adjusted_rand_score(y, est.labels_) == 1.0, norm
+
+
+def test_spectral_isolated_point_and_dense_fallback_when_arpack_fails(monkeypatch):
+    import core.cluster.spectral as mod
+
+    X, y = make_blobs(n_samples=300, n_features=3, centers=3, random_state=1)
+    X = np.vstack([X, [[1e3, 1e3, 1e3]]])  # every affinity of this point underflows to 0: degree 0
+
+    def failing_eigsh(*args, **kwargs):
+        raise ArpackNoConvergence("no convergence", np.zeros(0), np.zeros((X.shape[0], 0)))
+
+    monkeypatch.setattr(mod, "eigsh", failing_eigsh)
+    est = SpectralClustering(n_clusters=3, eigen_solver="arpack", random_state=0).fit(X)
+    assert est.eigen_solver_ == "dense"
+    assert np.isfinite(est.embedding_).all()
+    assert adjusted_rand_score(y, est.labels_[:-1]) == 1.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn import datasets
+from sklearn.datasets import make_friedman1
 from sklearn.gaussian_process import GaussianProcessRegressor as SKGP
 from sklearn.gaussian_process import kernels as skk
 
@@ -158,7 +159,7 @@ def test_fixed_bounds_exclude_parameters():
 def test_std_shrinks_near_data_and_is_prior_far_away():
     X = np.array([[0.0], [1.0], [2.0]])
     y = np.array([0.0, 1.0, 0.0])
-    m = GaussianProcessRegressor(kernel="rbf", optimizer=None, alpha=1e-10).fit(X, y)
+    m = GaussianProcessRegressor(kernel="rbf", optimizer=None, alpha=1e-10, normalize_y=False).fit(X, y)
     mean, std = m.predict(np.array([[1.0], [50.0]]), return_std=True)
     assert mean[0] == pytest.approx(1.0, abs=1e-6)
     assert std[0] < 1e-3
@@ -184,3 +185,17 @@ def test_cancellation_during_optimisation():
     with pytest.raises(FitCancelled):
         m.fit(X[:100], y[:100], ctx=FitContext(is_cancelled=cancel, cancel_interval=0.0))
     assert not hasattr(m, "alpha_")
+
+
+def test_default_normalize_y_fits_targets_that_are_not_centred():
+    # friedman1: y has mean ~14 and std ~5; the zero-mean prior on raw targets explains them as noise
+    X, y = make_friedman1(n_samples=400, noise=0.0, random_state=0)
+    X = (X - X.mean(0)) / X.std(0)
+    Xtr, Xte, ytr, yte = X[:200], X[200:], y[:200], y[200:]
+    assert GaussianProcessRegressor.params["normalize_y"].default is True
+    ours = GaussianProcessRegressor().fit(Xtr, ytr).score(Xte, yte)
+    ref = SKGP(kernel=skk.ConstantKernel() * skk.RBF() + skk.WhiteKernel(), normalize_y=True).fit(Xtr, ytr)
+    assert ours > 0.85
+    assert ours >= ref.score(Xte, yte) - 0.02
+    raw = GaussianProcessRegressor(normalize_y=False).fit(Xtr, ytr).score(Xte, yte)
+    assert raw < 0.2  # why the default is True

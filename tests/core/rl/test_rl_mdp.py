@@ -68,7 +68,7 @@ def test_policy_evaluation_linear_equals_iterative_on_a_larger_mdp():
 
 
 def test_finite_horizon_backward_induction_single_max():
-    """[da Silva Neto §4] L1612 erratum: V_t = max_a (R + gamma P V_{t+1}), one max over the sum."""
+    """[da Silva Neto §4] erratum: V_t = max_a (R + gamma P V_{t+1}), one max over the sum."""
     # state 0: action 'safe' gives 1 and stays; 'risky' gives 0 now and moves to state 1, which pays 3 per step
     rows = {"state": [0, 0, 1], "action": ["safe", "risky", "safe"], "next_state": [0, 1, 1],
             "probability": [1.0, 1.0, 1.0], "reward": [1.0, 0.0, 3.0]}
