@@ -140,17 +140,8 @@ class PredictFrontDoor:
                     out = predict_payload(bundle, orjson_loads(body), runtime.settings.max_predict_rows)
                 else:  # a large body: decoded and predicted on a worker thread
                     out = await run_in_threadpool(_decode_and_predict, bundle, body, runtime.settings.max_predict_rows)
-            except ProblemError as exc:
-                hook = self.on_infer if v2 else self.on_predict
-                if hook:
-                    hook(model_id, 0, exc.status)
-                status, nbytes = await _send_problem(scope, receive, send, exc, rid_header, v2)
-                return
-            except Exception:  # noqa: BLE001 - the same last resort as the app's handler
-                log.exception("unhandled error predicting with %s", model_id)
-                status, nbytes = await _send_problem(
-                    scope, receive, send, ProblemError("an unexpected error occurred; see the server log", status=500,
-                                       title="Internal Server Error"), rid_header, v2)
+            except Exception as exc:  # noqa: BLE001 - problems answered as such, anything else as the app's 500
+                status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, model_id, v2)
                 return
             data = orjson.dumps(out)
             if self.on_predict:
@@ -165,6 +156,20 @@ class PredictFrontDoor:
                 self.record(scope, ROUTE_V2 if v2 else ROUTE, status, perf_counter_ns() - start, nbytes, rid_header[1])
             request_id_var.reset(token)
 
+    async def _refuse(self, scope, receive, send, exc: Exception, rid_header, model_id: str, v2: bool):
+        """Answer an error of either protocol: a problem as itself (an estimator's DataError: the client's data),
+        anything else as the app's last-resort 500. Returns (status, bytes sent)."""
+        if isinstance(exc, DataError) and v2:
+            exc = oip.V2Error(f"the model cannot use these values: {exc}")
+        if not isinstance(exc, ProblemError):
+            log.error("unhandled error in inference with %s", model_id, exc_info=exc)
+            exc = ProblemError("an unexpected error occurred; see the server log", status=500,
+                               title="Internal Server Error")
+        hook = self.on_infer if v2 else self.on_predict
+        if hook:
+            hook(model_id, 0, exc.status)
+        return await _send_problem(scope, receive, send, exc, rid_header, v2)
+
     async def _infer(self, scope, receive, send, runtime, name, body, hlen, rid_header, start):
         """``/v2/models/{name}/infer``: the protocol's decode and answer over the same body, model and errors."""
         status, nbytes = 500, 0
@@ -175,18 +180,8 @@ class PredictFrontDoor:
                     bundle = await run_in_threadpool(_v2_bundle, runtime, name)
                 data, json_len, n = await run_sized(len(body), oip.infer, bundle, name, body, hlen,
                                                     runtime.settings.max_predict_rows)
-            except DataError as exc:
-                raise oip.V2Error(f"the model cannot use these values: {exc}") from None
-            except ProblemError as exc:
-                if self.on_infer:
-                    self.on_infer(name, 0, exc.status)
-                status, nbytes = await _send_problem(scope, receive, send, exc, rid_header, True)
-                return
-            except Exception:  # noqa: BLE001 - the same last resort as the app's handler
-                log.exception("unhandled error in inference with %s", name)
-                status, nbytes = await _send_problem(
-                    scope, receive, send, ProblemError("an unexpected error occurred; see the server log", status=500,
-                                                       title="Internal Server Error"), rid_header, True)
+            except Exception as exc:  # noqa: BLE001 - problems answered as such, anything else as the app's 500
+                status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, name, True)
                 return
             if self.on_infer:
                 self.on_infer(bundle.model_id, n, 200)
