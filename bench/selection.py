@@ -69,7 +69,7 @@ def main() -> None:
                         access_log=False, log_level="warning")
     with TestClient(create_app(settings)) as c:
         q = c.app.state.runtime.queue
-        while not all(ev.is_set() for ev in q._ready):
+        while not all(slot.ready for slot in q._slots):
             time.sleep(0.05)
         ds = c.post("/v1/datasets", content=text.encode(), headers={"content-type": "text/csv"}).json()["id"]
         meta = c.app.state.runtime.meta
