@@ -41,6 +41,27 @@ def _running_pid(client, job_id, not_pid=None):
     return int(client.app.state.runtime.meta.get_job(job_id)["worker"].rsplit(":", 1)[1])
 
 
+def _freeze_outside_a_write(db, pid: int, tries: int = 50) -> None:
+    """SIGSTOP ``pid`` at a moment it holds no SQLite write lock. A process frozen inside a write transaction
+    (its lease renewal) blocks every writer of the file until it runs again: a limit of SQLite that
+    docs/deployment.md states (PostgreSQL holds the row, not the database). That is not the fault under test."""
+    import sqlite3
+
+    for _ in range(tries):
+        os.kill(pid, signal.SIGSTOP)
+        conn = sqlite3.connect(db, timeout=0.2)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+            return
+        except sqlite3.OperationalError:  # caught mid-write: let it finish and try again
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            conn.close()
+    raise AssertionError("the worker was inside a write transaction every time it was stopped")
+
+
 def _ready(client):
     _wait(lambda: client.get("/health/ready").status_code == 200, "the pool never became ready")
 
@@ -204,7 +225,7 @@ def test_a_frozen_worker_loses_its_lease_and_its_late_result_is_discarded(tmp_pa
         ds = upload_csv(client, iris_csv()).json()["id"]
         job_id, mid = _submit(client, ds, LONG_FIT)
         pid = _running_pid(client, job_id)
-        os.kill(pid, signal.SIGSTOP)
+        _freeze_outside_a_write(settings.data_dir / "orchard.db", pid)
         try:
             job = wait_job(client, job_id, timeout=30)
         finally:
