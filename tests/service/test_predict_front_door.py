@@ -168,6 +168,11 @@ def test_an_estimator_refusing_its_input_is_a_client_error_on_every_route(client
                          json={"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": row}]})
     assert_problem(ev, 422, "infinity")
     assert v2.status_code == 400 and "infinity" in v2.json()["error"], v2.text
+    # answered once by the front door's one error path: one request in the metrics, not two
+    m = scrape(client)
+    v2_counts = {k[1][2][1]: v for k, v in m.items() if k[0] == "orchard_http_requests_total"
+                 and ("route", "/v2/models/{model_name}/infer") in k[1]}
+    assert v2_counts == {"400": 1}, v2_counts
 
 
 def test_labels_are_json_ready_python_values():
