@@ -13,10 +13,10 @@ from sqlalchemy import create_engine, text
 
 from service.storage import schema
 from service.storage.metadata import MetadataStore
+from tests.integration.test_scaled_out import PG_ADMIN, _require
 from tests.service.test_migrations import legacy_create_all, schema_differences
 
 ROOT = Path(__file__).resolve().parents[2]
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 pytestmark = [pytest.mark.services]
 
 # one "replica" per process, started once: imports first, then for each round waits for that round's go file so
@@ -36,12 +36,6 @@ for i, url in enumerate(urls):
     meta.dispose()
     open(f"{marks}/done.{i}.{os.getpid()}", "w").close()
 """
-
-
-def _require(what: str, exc: Exception):
-    if os.environ.get("ORCHARD_REQUIRE_SERVICES"):
-        raise AssertionError(f"{what} is required (ORCHARD_REQUIRE_SERVICES is set) but unreachable: {exc}")
-    pytest.skip(f"{what} unreachable and ORCHARD_REQUIRE_SERVICES unset: {exc}")
 
 
 @pytest.fixture
