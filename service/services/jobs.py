@@ -64,8 +64,8 @@ class Outcome:
     staged: Path | None = None
 
 
-SELECTION_KINDS = ("cross-validate", "compare", "tune", "automl", "learning-curve", "feature-selection", "trial")
-RUNNERS.update({k: f"service.services.selection_jobs:RUNNERS[{k}]" for k in SELECTION_KINDS})
+RUNNERS.update({kind: f"service.services.selection_jobs:run_{kind.replace('-', '_')}" for kind in (
+    "cross-validate", "compare", "tune", "automl", "learning-curve", "feature-selection", "trial")})
 CURRENT_SETTINGS: list = [None]  # the settings of the job this process runs (a parent runs its children with them)
 
 
@@ -75,12 +75,7 @@ def runner_for(kind: str) -> Callable:
         raise Invalid(f"unknown job kind {kind!r}")
     if isinstance(target, str):
         module, name = target.split(":")
-        key = None
-        if name.endswith("]"):  # a table of runners: "module:TABLE[kind]"
-            name, key = name[:-1].split("[")
         target = getattr(importlib.import_module(module), name)
-        if key is not None:
-            target = target[key]
     return target
 
 

@@ -589,13 +589,4 @@ def run_automl(meta, art, job, ctx) -> dict:
     }), **staged)
 
 
-RUNNERS = {
-    "trial": run_trial,
-    "cross-validate": run_cross_validate,
-    "compare": run_compare,
-    "tune": run_tune,
-    "automl": run_automl,
-    "learning-curve": run_learning_curve,
-    "feature-selection": run_feature_selection,
-}
 _ = core  # the registry is filled by importing core
