@@ -2,6 +2,8 @@
 estimate against ORCHARD_MAX_TRAIN_BYTES), and a fit that still grows past the worker's memory cap fails its
 job with a clear message while the server and the worker stay healthy."""
 
+import time
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -102,3 +104,31 @@ def test_a_fit_past_the_worker_memory_cap_fails_its_job_and_the_next_job_succeed
         report = collect(runtime.meta, runtime.art, grace_s=0)
         assert report["models"] == [] and report["datasets"] == []
         assert sorted(p.name for p in (settings.data_dir / "models").iterdir()) == [f"{mid}.joblib"]
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_large_fit_in_a_capped_worker(tmp_path):
+    """Under the worker memory cap, a fit with large weights that stays within it runs until a cancel, which
+    stops it at its next epoch: the job is cancelled, its model failed, and the same worker runs the next job."""
+    settings = Settings(data_dir=tmp_path / "d", workers=1, secret_key="s", worker_memory_bytes=CAP,
+                        job_poll_interval=0.05)
+    with TestClient(create_app(settings)) as client:
+        ds = _iris(client)
+        r = client.post("/v1/train", json={"algorithm": "mlp_classifier", "dataset_id": ds, "target": "species",
+                                           "params": {"hidden_layer_sizes": [2_000, 2_000], "max_iter": 1_000_000,
+                                                      "tol": 0.0, "n_iter_no_change": 100_000}})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job"]["id"]
+        deadline = time.monotonic() + 120
+        while client.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
+            assert time.monotonic() < deadline, "the fit never started"
+            time.sleep(0.05)
+        time.sleep(1.0)  # well into its epochs
+        assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
+        job = wait_job(client, job_id, timeout=60)
+        assert job["status"] == "cancelled", job
+        assert client.get(f"/v1/models/{r.json()['model_id']}").json()["status"] == "failed"
+        _, nxt = train(client, algorithm="logistic_regression", dataset_id=ds, target="species")
+        assert nxt["status"] == "succeeded", nxt
+        runtime = client.app.state.runtime
+        assert runtime.meta.get_job(job_id)["worker"] == runtime.meta.get_job(nxt["id"])["worker"]
