@@ -2,6 +2,10 @@
 
 __version__ = "0.1.0"
 
+from . import _moved  # noqa: E402
+
+_moved.install()  # old module paths named by model bundles pickled before a move
+
 from . import algorithms as _algorithms  # noqa: E402,F401 - fills the registry
 from . import registry  # noqa: E402
 
