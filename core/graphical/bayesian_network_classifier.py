@@ -31,9 +31,7 @@ from ..params import Choice, Float, Int, ListOf, OneOf, ParamError
 from ..registry import register
 from ..validation import (
     DataError,
-    check_array,
-    check_is_fitted,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
     check_X_y,
 )
@@ -242,9 +240,7 @@ class BayesianNetworkClassifier(Classifier):
         return codes
 
     def predict_proba(self, X):
-        check_is_fitted(self, ["network_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "network_", allow_nan=True)
         codes = self._codes(X)
         miss = np.isnan(codes)
         n, k = X.shape[0], len(self.classes_)
