@@ -1,8 +1,7 @@
 """Orchard's algorithm core: NumPy + SciPy only, no service code."""
 
-__version__ = "0.1.0"
-
-from . import _moved  # noqa: E402
+from . import _moved
+from ._version import __version__
 
 _moved.install()  # old module paths named by model bundles pickled before a move
 
