@@ -49,7 +49,7 @@ class BaseStacking:
         p = self._validated_params()
         bases, final_spec = check_estimator_specs(p["estimators"], p["final_estimator"], self.task)
         methods = self._stack_methods(bases, p)
-        X, y = check_X_y(X, y, allow_nan=True, y_numeric=self.task == "regression")
+        X, y = check_X_y(X, y, allow_nan=self.native_missing, y_numeric=self.task == "regression")
         target, classes = self._encode_y(y)
         n_classes = None if classes is None else len(classes)
         w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
@@ -70,7 +70,7 @@ class BaseStacking:
 
     def _meta(self, X) -> np.ndarray:
         """The meta-features of ``X``: each fitted base's block (and ``X`` itself with ``passthrough``)."""
-        X = check_predict_input(self, X, "final_estimator_", allow_nan=True)
+        X = check_predict_input(self, X, "final_estimator_", allow_nan=self.native_missing)
         n_classes = len(self.classes_) if hasattr(self, "classes_") else None
         # a stacking regressor pickled before the shared base has no stack_methods_: all its bases predicted
         methods = getattr(self, "stack_methods_", None) or ["predict"] * len(self.estimators_)
