@@ -131,11 +131,6 @@ class Estimator:
             return X, X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1 * rng.normal(size=n)
         return X, None
 
-    @classmethod
-    def _example_params(cls) -> dict:
-        """Hyperparameters that make the common tests fast (few iterations, small ensembles)."""
-        return {}
-
     # -- pickling ------------------------------------------------------------------
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -166,7 +166,3 @@ class AdaBoostClassifier(Classifier):
             dec[np.arange(n), np.asarray(est.predict(X), dtype=np.intp)] += a
             out.append(float(np.mean(self.classes_[np.argmax(dec, axis=1)] == y)))
         return out
-
-    @classmethod
-    def _example_params(cls):
-        return {"n_estimators": 5, "random_state": 0}

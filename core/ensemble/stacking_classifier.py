@@ -52,18 +52,6 @@ class StackingClassifier(BaseStacking, Classifier):
     native_missing = False
     reports_progress = True
 
-    @classmethod
-    def _example_params(cls) -> dict:
-        small = {"max_iter": 3, "min_samples_leaf": 3}
-        return {
-            "estimators": [
-                {"name": "gradient_boosting_classifier", "params": small},
-                {"name": "gradient_boosting_classifier", "params": {**small, "max_depth": 1}},
-            ],
-            "final_estimator": {"name": "gradient_boosting_classifier", "params": small},
-            "cv": 3,
-        }
-
     def _stack_methods(self, bases, p) -> list[str]:
         return [self._method(name, p["stack_method"]) for name, _ in bases]
 

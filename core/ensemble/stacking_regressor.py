@@ -41,18 +41,6 @@ class StackingRegressor(BaseStacking, Regressor):
     supports_sample_weight = True
     reports_progress = True
 
-    @classmethod
-    def _example_params(cls) -> dict:
-        small = {"max_iter": 3, "min_samples_leaf": 3}
-        return {
-            "estimators": [
-                {"name": "gradient_boosting_regressor", "params": small},
-                {"name": "gradient_boosting_regressor", "params": {**small, "max_depth": 1}},
-            ],
-            "final_estimator": {"name": "gradient_boosting_regressor", "params": small},
-            "cv": 3,
-        }
-
     def _folds(self, cv: int, seed: int, X, target):
         return list(KFold(cv, shuffle=True, random_state=seed).split(X))
 

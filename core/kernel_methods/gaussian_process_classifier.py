@@ -129,10 +129,6 @@ class GaussianProcessClassifier(Classifier):
     reports_progress = True
     needs_scaling = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"max_iter_predict": 50}
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, y = check_X_y(X, y, min_samples=2)

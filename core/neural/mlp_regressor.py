@@ -39,10 +39,6 @@ class MLPRegressor(Regressor):
     reports_progress = True
     needs_scaling = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"hidden_layer_sizes": [8], "max_iter": 30, "learning_rate_init": 0.01}
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, y = check_X_y(X, y, y_numeric=True)
