@@ -8,12 +8,10 @@ component of more than one module.
 
 from __future__ import annotations
 
+import grimp
 import numpy as np
-import pytest
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
-
-grimp = pytest.importorskip("grimp")
 
 # Cycles known and owned elsewhere, each with the reason; the test fails when one disappears, so that its
 # entry goes too.
