@@ -16,6 +16,7 @@ sys.path.insert(0, ".")
 
 from core import metrics as M  # noqa: E402
 from core.preprocessing import TablePreprocessor  # noqa: E402
+from service.services.evaluation import classification_metrics  # noqa: E402
 
 
 def _t(fn, number):
@@ -63,9 +64,9 @@ def main(quick: bool = False):
     for name, ours, ref in cases:
         a, b = _t(ours, 3), _t(ref, 3)
         rows.append((f"{name} (n={n})", a, b))
-    a = _t(lambda: M.classification_report(yt, yp, P, labels), 1)
+    a = _t(lambda: classification_metrics(yt, yp, P, labels), 1)
     b = _t(lambda: skm.classification_report(yt, yp, output_dict=True), 1)
-    rows.append((f"classification_report (ours: +proba metrics, curves) n={n}", a, b))
+    rows.append((f"classification_metrics (ours: +proba metrics, curves) n={n}", a, b))
 
     # preprocessing: 8 numeric + 3 categorical columns with missing values
     m = 2000

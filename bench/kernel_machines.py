@@ -30,9 +30,9 @@ from sklearn.kernel_ridge import KernelRidge  # noqa: E402
 from sklearn.linear_model import Perceptron  # noqa: E402
 from sklearn.svm import SVC, SVR, LinearSVC  # noqa: E402
 
-from core.kernel.gaussian_process_regressor import GaussianProcessRegressor  # noqa: E402
-from core.kernel.kernel_perceptron import KernelPerceptron  # noqa: E402
-from core.kernel.kernel_ridge_regression import KernelRidgeRegression  # noqa: E402
+from core.kernel_methods.gaussian_process_regressor import GaussianProcessRegressor  # noqa: E402
+from core.kernel_methods.kernel_perceptron import KernelPerceptron  # noqa: E402
+from core.kernel_methods.kernel_ridge_regression import KernelRidgeRegression  # noqa: E402
 from core.svm.svm_classifier import SVMClassifier  # noqa: E402
 from core.svm.svm_regressor import SVMRegressor  # noqa: E402
 

@@ -11,7 +11,7 @@ from . import (
     discriminant,  # noqa: F401
     ensemble,  # noqa: F401
     graphical,  # noqa: F401
-    kernel,  # noqa: F401
+    kernel_methods,  # noqa: F401
     linear,  # noqa: F401
     mixture,  # noqa: F401
     naive_bayes,  # noqa: F401

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import __version__ as _core_version
+from ._version import __version__ as _core_version
 from .memory import FitMemory, generic_fit
 from .params import Spec, validate_params
 from .validation import DataError, column_or_1d
@@ -93,7 +93,7 @@ class Estimator:
     def capabilities(cls) -> dict:
         explain = None
         if cls.task in ("classification", "regression"):
-            from .inspection.explain import explain_method  # lazy: inspection imports estimators
+            from .inspection.methods import explain_method  # lazy: importing the package imports estimators
 
             explain = explain_method(cls)
         return {
@@ -130,11 +130,6 @@ class Estimator:
         if cls.task == "regression":
             return X, X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1 * rng.normal(size=n)
         return X, None
-
-    @classmethod
-    def _example_params(cls) -> dict:
-        """Hyperparameters that make the common tests fast (few iterations, small ensembles)."""
-        return {}
 
     # -- pickling ------------------------------------------------------------------
     def __getstate__(self):

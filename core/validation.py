@@ -172,9 +172,9 @@ def check_n_features(est, X: np.ndarray) -> None:
         raise DataError(f"X has {X.shape[1]} features, but the model was fitted with {expected}")
 
 
-def check_predict_input(est, X, attribute: str) -> np.ndarray:
+def check_predict_input(est, X, attribute: str, *, allow_nan: bool = False) -> np.ndarray:
     """The prediction-time check of an estimator in one call: ``check_is_fitted(est, [attribute])``, then
-    ``check_array(X)`` and ``check_n_features(est, X)``, with the same errors.
+    ``check_array(X, allow_nan=allow_nan)`` and ``check_n_features(est, X)``, with the same errors.
 
     A small float64 C-contiguous 2-d array of the fitted width whose values are finite (the single-row
     predictions the service sends) is returned as it is after a handful of attribute reads and one Python
@@ -186,6 +186,6 @@ def check_predict_input(est, X, attribute: str) -> np.ndarray:
             and X.flags.c_contiguous and X.shape[1] == getattr(est, "n_features_in_", -1)
             and math.isfinite(sum(map(sum, X.tolist())))):  # row sums of the nested list: no raveled copy
         return X
-    X = check_array(X)
+    X = check_array(X, allow_nan=allow_nan)
     check_n_features(est, X)
     return X

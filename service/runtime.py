@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from .queue.runtime import make_queue, open_stores
+from .queue.factory import make_queue
 from .services.inference import ModelCache
 from .settings import Settings
 from .storage.artifacts import ArtifactStore
 from .storage.metadata import MetadataStore
+from .storage.stores import open_stores
 
 
 @dataclass

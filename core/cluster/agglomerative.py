@@ -42,10 +42,6 @@ class AgglomerativeClustering(Clusterer):
     reports_progress = True
     needs_scaling = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_clusters": 3}
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         if p["distance_threshold"] is not None and p["n_clusters"] is not None:

@@ -59,10 +59,6 @@ class FactorAnalysis(Transformer):
     }
     reports_progress = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_components": 2, "max_iter": 30}
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X = check_array(X, min_samples=2)

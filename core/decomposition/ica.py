@@ -108,10 +108,6 @@ class FastICA(Transformer):
     }
     reports_progress = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"max_iter": 50}
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X = check_array(X, min_samples=2)

@@ -6,7 +6,7 @@ Kc = K - 1_n K - K 1_n + 1_n K 1_n (1_n = matrix of 1/n); eigendecomposition Kc 
 (scipy.linalg.eigh, top components; zero eigenvalues removed); training projection
 Z = A sqrt(lambda); a new point x: kc(x) = k(x, X) centred with the training means,
 z = kc(x) A / sqrt(lambda).  ``fit_inverse_transform`` learns the pre-image map by kernel
-ridge regression from Z to X (``alpha``).  Kernels come from ``core/kernels.py``.
+ridge regression from Z to X (``alpha``).  Kernels come from ``core.kernels``.
 """
 
 from __future__ import annotations

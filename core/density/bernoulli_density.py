@@ -9,7 +9,12 @@ from ..base import Density
 from ..context import NULL_CONTEXT
 from ..params import Choice, Float
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ..validation import (
+    DataError,
+    check_array,
+    check_predict_input,
+    check_sample_weight,
+)
 
 
 def _binary(X: np.ndarray, threshold: float | None) -> np.ndarray:
@@ -76,9 +81,7 @@ class BernoulliDensity(Density):
         return self
 
     def score_samples(self, X):
-        check_is_fitted(self, ["theta_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "theta_", allow_nan=True)
         B = _binary(X, self.binarize_)
         nan = np.isnan(B)
         B0 = np.where(nan, 0.0, B)

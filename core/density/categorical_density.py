@@ -8,7 +8,12 @@ from ..base import Density
 from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ..validation import (
+    DataError,
+    check_array,
+    check_predict_input,
+    check_sample_weight,
+)
 
 
 def _check_codes(X: np.ndarray) -> None:
@@ -89,9 +94,7 @@ class CategoricalDensity(Density):
         return self
 
     def score_samples(self, X):
-        check_is_fitted(self, ["theta_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "theta_", allow_nan=True)
         _check_codes(X)
         kmax = self._log_table.shape[1] - 2
         nan = np.isnan(X)

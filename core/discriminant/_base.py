@@ -13,9 +13,10 @@ import numpy as np
 from scipy import linalg
 
 from ..base import Classifier
+from ..context import NULL_CONTEXT
 from ..naive_bayes._base import log_softmax, softmax
 from ..params import Choice, Float, ListOf, OneOf, ParamError
-from ..validation import DataError, check_predict_input
+from ..validation import DataError, check_predict_input, check_X_y
 
 SHRINKAGE = OneOf(
     None,
@@ -131,6 +132,41 @@ class DiscriminantClassifier(Classifier):
     def predict(self, X):
         scores = self.decision_function(X)
         return self.classes_[np.argmax(scores, axis=1)]
+
+
+class ClassGaussianDiscriminant(DiscriminantClassifier):
+    """One Gaussian per class (QDA, RDA): ``fit`` written once; the twins differ by the hooks
+    ``_check_counts`` (the class sizes their covariances need) and ``_covariances`` (the class covariances,
+    with any further fitted attributes)."""
+
+    def _check_counts(self, counts: np.ndarray, p: dict) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _covariances(self, X, codes, counts, p: dict) -> tuple[list[np.ndarray], dict]:  # pragma: no cover
+        raise NotImplementedError
+
+    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, y = check_X_y(X, y)
+        classes, codes = self._encode_targets(y)
+        counts, means = class_stats(X, codes, len(classes))
+        self._check_counts(counts, p)
+        priors = resolve_priors(p["priors"], counts)
+        covs, extra = self._covariances(X, codes, counts, p)
+        scorer = GaussianScorer(means, covs)
+        self.classes_ = classes
+        self.priors_ = priors
+        self.means_ = means
+        self.covariance_ = covs
+        for name, value in extra.items():
+            setattr(self, name, value)
+        self._scorer = scorer
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _decision(self, X):
+        with np.errstate(divide="ignore"):
+            return self._scorer.log_likelihood(X) + np.log(self.priors_)
 
 
 def class_stats(X: np.ndarray, codes: np.ndarray, K: int):

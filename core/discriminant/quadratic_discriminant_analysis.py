@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..context import NULL_CONTEXT
 from ..params import Float
 from ..registry import register
-from ..validation import DataError, check_X_y
-from ._base import (
-    PRIORS,
-    SHRINKAGE,
-    DiscriminantClassifier,
-    GaussianScorer,
-    class_stats,
-    covariance,
-    resolve_priors,
-)
+from ..validation import DataError
+from ._base import PRIORS, SHRINKAGE, ClassGaussianDiscriminant, covariance
 
 
 @register
-class QuadraticDiscriminantAnalysis(DiscriminantClassifier):
+class QuadraticDiscriminantAnalysis(ClassGaussianDiscriminant):
     """Gaussian classes, each with its own covariance: quadratic boundaries.
 
     ``g_k(x) = log pi_k - 1/2 log det S_k - d/2 log 2 pi - 1/2 (x - mu_k)^T S_k^{-1} (x - mu_k)``
@@ -38,30 +27,15 @@ class QuadraticDiscriminantAnalysis(DiscriminantClassifier):
         "shrinkage": SHRINKAGE,
     }
 
-    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
-        p = self._validated_params()
-        X, y = check_X_y(X, y)
-        classes, codes = self._encode_targets(y)
-        K = len(classes)
-        counts, means = class_stats(X, codes, K)
+    def _check_counts(self, counts, p) -> None:
         if (counts < 2).any():
             raise DataError("every class needs at least 2 samples for a covariance matrix")
-        priors = resolve_priors(p["priors"], counts)
+
+    def _covariances(self, X, codes, counts, p):
         r = p["reg_param"]
         covs = []
-        for k in range(K):
+        for k in range(len(counts)):
             S = (1.0 - r) * covariance(X[codes == k], p["shrinkage"])
             S.flat[:: X.shape[1] + 1] += r
             covs.append(S)
-        scorer = GaussianScorer(means, covs)
-        self.classes_ = classes
-        self.priors_ = priors
-        self.means_ = means
-        self.covariance_ = covs
-        self._scorer = scorer
-        self.n_features_in_ = X.shape[1]
-        return self
-
-    def _decision(self, X):
-        with np.errstate(divide="ignore"):
-            return self._scorer.log_likelihood(X) + np.log(self.priors_)
+        return covs, {}

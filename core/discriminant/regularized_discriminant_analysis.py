@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..context import NULL_CONTEXT
 from ..params import Float
 from ..registry import register
-from ..validation import DataError, check_X_y
-from ._base import (
-    PRIORS,
-    DiscriminantClassifier,
-    GaussianScorer,
-    class_stats,
-    empirical_covariance,
-    resolve_priors,
-)
+from ..validation import DataError
+from ._base import PRIORS, ClassGaussianDiscriminant, empirical_covariance
 
 
 @register
-class RegularizedDiscriminantAnalysis(DiscriminantClassifier):
+class RegularizedDiscriminantAnalysis(ClassGaussianDiscriminant):
     """Gaussian classes whose covariances blend QDA and LDA, then shrink toward a scaled identity.
 
     [Arias §4.2.2]:
@@ -40,16 +32,13 @@ class RegularizedDiscriminantAnalysis(DiscriminantClassifier):
         "priors": PRIORS,
     }
 
-    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
-        p = self._validated_params()
-        X, y = check_X_y(X, y)
-        classes, codes = self._encode_targets(y)
-        K = len(classes)
-        n, d = X.shape
-        counts, means = class_stats(X, codes, K)
+    def _check_counts(self, counts, p) -> None:
         if p["alpha"] > 0 and (counts < 2).any():
             raise DataError("every class needs at least 2 samples when alpha > 0")
-        priors = resolve_priors(p["priors"], counts)
+
+    def _covariances(self, X, codes, counts, p):
+        K = len(counts)
+        n, d = X.shape
         class_covs = [empirical_covariance(X[codes == k]) for k in range(K)]
         pooled = sum((counts[k] / n) * class_covs[k] for k in range(K))
         a, g = p["alpha"], p["gamma"]
@@ -59,16 +48,4 @@ class RegularizedDiscriminantAnalysis(DiscriminantClassifier):
             S = (1.0 - g) * Sa
             S.flat[:: d + 1] += g * np.trace(Sa) / d
             covs.append(S)
-        scorer = GaussianScorer(means, covs)
-        self.classes_ = classes
-        self.priors_ = priors
-        self.means_ = means
-        self.covariance_ = covs
-        self.pooled_covariance_ = pooled
-        self._scorer = scorer
-        self.n_features_in_ = X.shape[1]
-        return self
-
-    def _decision(self, X):
-        with np.errstate(divide="ignore"):
-            return self._scorer.log_likelihood(X) + np.log(self.priors_)
+        return covs, {"pooled_covariance_": pooled}

@@ -16,10 +16,66 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import registry
+from ..context import NULL_CONTEXT
 from ..params import ParamError
 from ..random import check_random_state, spawn_seeds
+from ..validation import check_predict_input, check_sample_weight, check_X_y
 
-__all__ = ["build_estimator", "check_estimator_specs", "fit_with", "seeded"]
+__all__ = ["BaseStacking", "build_estimator", "check_estimator_specs", "fit_with", "seeded"]
+
+
+class BaseStacking:
+    """``fit`` and the meta-features of the stacking classifier and regressor, written once.
+
+    The twins differ by hooks: ``_stack_methods`` (which output of each base feeds the meta-learner),
+    ``_encode_y`` (the target the bases see, and the classes), ``_folds`` (stratified or plain) and
+    ``_block`` (one base's meta-feature columns).
+    """
+
+    def _stack_methods(self, bases, p) -> list[str]:
+        return ["predict"] * len(bases)
+
+    def _encode_y(self, y):
+        """``(target, classes)``: what the bases are fitted on, and the classes (None for a regressor)."""
+        return y, None
+
+    def _folds(self, cv: int, seed: int, X, target):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _block(self, est, method: str, X, n_classes) -> np.ndarray:
+        return np.asarray(est.predict(X), dtype=np.float64)
+
+    def fit(self, X, y, *, sample_weight=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        bases, final_spec = check_estimator_specs(p["estimators"], p["final_estimator"], self.task)
+        methods = self._stack_methods(bases, p)
+        X, y = check_X_y(X, y, allow_nan=self.native_missing, y_numeric=self.task == "regression")
+        target, classes = self._encode_y(y)
+        n_classes = None if classes is None else len(classes)
+        w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
+        _, fold_seed, seeds = base_seeds(p["random_state"], len(bases))
+        folds = self._folds(p["cv"], fold_seed, X, target)
+        fitted, final = fit_stack(
+            bases, seeds, folds, X, target, w, final_spec, p["passthrough"],
+            lambda i, est, Xt: self._block(est, methods[i], Xt, n_classes), ctx,
+        )
+        self.estimators_ = fitted
+        self.final_estimator_ = final
+        self._passthrough = p["passthrough"]
+        self.stack_methods_ = methods
+        if classes is not None:
+            self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _meta(self, X) -> np.ndarray:
+        """The meta-features of ``X``: each fitted base's block (and ``X`` itself with ``passthrough``)."""
+        X = check_predict_input(self, X, "final_estimator_", allow_nan=self.native_missing)
+        n_classes = len(self.classes_) if hasattr(self, "classes_") else None
+        # a stacking regressor pickled before the shared base has no stack_methods_: all its bases predicted
+        methods = getattr(self, "stack_methods_", None) or ["predict"] * len(self.estimators_)
+        blocks = [self._block(e, m, X, n_classes) for e, m in zip(self.estimators_, methods, strict=True)]
+        return as_meta(blocks, X, self._passthrough)
 
 
 def _check_one(spec, param: str, task: str):

@@ -31,9 +31,9 @@ from ..tree.decision_tree_classifier import DecisionTreeClassifier
 from ..validation import (
     DataError,
     check_array,
-    check_is_fitted,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
+    check_target,
     column_or_1d,
 )
 from ._bagging import build_base
@@ -68,11 +68,7 @@ class AdaBoostClassifier(Classifier):
         spec = p["estimator"] or {"name": "decision_tree_classifier", "params": {"max_depth": 1}}
         cls, bparams = build_base(spec, "classification", need_sample_weight=True)
         X = check_array(X, allow_nan=cls.native_missing)
-        if y is None:
-            raise DataError("y is required for a supervised estimator")
-        y = column_or_1d(y)
-        if y.shape[0] != X.shape[0]:
-            raise DataError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
+        y = check_target(y, X.shape[0])
         is_cat = resolve_categorical(categorical_features, X.shape[1])
         kw = {"categorical_features": is_cat} if (cls.native_categorical and is_cat.any()) else {}
         classes, codes = self._encode_targets(y)
@@ -138,9 +134,7 @@ class AdaBoostClassifier(Classifier):
     def decision_function(self, X):
         """(n, K) symmetric SAMME scores f_k = sum_m alpha_m c_mk / sum_m alpha_m, where
         c_mk = 1 if f^(m)(x) = k else -1/(K-1) (Zhu et al. 2009; scikit-learn's coding)."""
-        check_is_fitted(self, ["estimators_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "estimators_", allow_nan=True)
         n, K = X.shape[0], self.n_classes_
         dec = np.zeros((n, K))
         rows = np.arange(n)
@@ -163,9 +157,8 @@ class AdaBoostClassifier(Classifier):
 
     def staged_score(self, X, y):
         """Accuracy after each boosting round."""
-        check_is_fitted(self, ["estimators_"])
+        X = check_predict_input(self, X, "estimators_", allow_nan=True)
         y = column_or_1d(y)
-        X = check_array(X, allow_nan=True)
         n, K = X.shape[0], self.n_classes_
         dec = np.zeros((n, K))
         out = []
@@ -173,7 +166,3 @@ class AdaBoostClassifier(Classifier):
             dec[np.arange(n), np.asarray(est.predict(X), dtype=np.intp)] += a
             out.append(float(np.mean(self.classes_[np.argmax(dec, axis=1)] == y)))
         return out
-
-    @classmethod
-    def _example_params(cls):
-        return {"n_estimators": 5, "random_state": 0}

@@ -5,19 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import Classifier
-from ..context import NULL_CONTEXT
 from ..model_selection.split import StratifiedKFold
 from ..params import Any_, Bool, Choice, Int, ParamError, Seed
 from ..registry import get as get_algorithm
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_n_features, check_sample_weight, check_X_y
-from ._stacking import as_meta, base_seeds, check_estimator_specs, fit_stack
+from ._stacking import BaseStacking
 
 __all__ = ["StackingClassifier"]
 
 
 @register
-class StackingClassifier(Classifier):
+class StackingClassifier(BaseStacking, Classifier):
     """Stacked generalisation for classification ([Passerini §16.2]).
 
     Each base classifier in ``estimators`` is cross-validated with ``cv``
@@ -54,19 +52,11 @@ class StackingClassifier(Classifier):
     native_missing = False
     reports_progress = True
 
-    @classmethod
-    def _example_params(cls) -> dict:
-        small = {"max_iter": 3, "min_samples_leaf": 3}
-        return {
-            "estimators": [
-                {"name": "gradient_boosting_classifier", "params": small},
-                {"name": "gradient_boosting_classifier", "params": {**small, "max_depth": 1}},
-            ],
-            "final_estimator": {"name": "gradient_boosting_classifier", "params": small},
-            "cv": 3,
-        }
+    def _stack_methods(self, bases, p) -> list[str]:
+        return [self._method(name, p["stack_method"]) for name, _ in bases]
 
-    def _method(self, name: str, requested: str) -> str:
+    @staticmethod
+    def _method(name: str, requested: str) -> str:
         has_proba = callable(getattr(get_algorithm(name), "predict_proba", None))
         if requested == "auto":
             return "predict_proba" if has_proba else "predict"
@@ -74,8 +64,14 @@ class StackingClassifier(Classifier):
             raise ParamError("stack_method", f"{name!r} has no predict_proba")
         return requested
 
-    @staticmethod
-    def _block(est, method: str, X, n_classes: int) -> np.ndarray:
+    def _encode_y(self, y):
+        classes, codes = self._encode_targets(y)
+        return codes, classes
+
+    def _folds(self, cv: int, seed: int, X, target):
+        return list(StratifiedKFold(cv, shuffle=True, random_state=seed).split(X, target))
+
+    def _block(self, est, method: str, X, n_classes) -> np.ndarray:
         """Meta-feature block of one fitted base classifier (its classes_ are class codes)."""
         if method == "predict_proba":
             proba = est.predict_proba(X)
@@ -83,38 +79,6 @@ class StackingClassifier(Classifier):
             full[:, np.asarray(est.classes_, dtype=np.intp)] = proba
             return full[:, 1:] if n_classes == 2 else full
         return np.asarray(est.predict(X), dtype=np.float64)[:, None]
-
-    def fit(self, X, y, *, sample_weight=None, ctx=NULL_CONTEXT):
-        p = self._validated_params()
-        bases, (final_name, final_params) = check_estimator_specs(
-            p["estimators"], p["final_estimator"], "classification"
-        )
-        methods = [self._method(name, p["stack_method"]) for name, _ in bases]
-        X, y = check_X_y(X, y, allow_nan=True)
-        classes, codes = self._encode_targets(y)
-        K = len(classes)
-        w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
-        _, fold_seed, seeds = base_seeds(p["random_state"], len(bases))
-        folds = list(StratifiedKFold(p["cv"], shuffle=True, random_state=fold_seed).split(X, codes))
-        fitted, final = fit_stack(
-            bases, seeds, folds, X, codes, w, (final_name, final_params), p["passthrough"],
-            lambda i, est, Xt: self._block(est, methods[i], Xt, K), ctx,
-        )
-        self.estimators_ = fitted
-        self.final_estimator_ = final
-        self._passthrough = p["passthrough"]
-        self.stack_methods_ = methods
-        self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
-        return self
-
-    def _meta(self, X):
-        check_is_fitted(self, ["final_estimator_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
-        K = len(self.classes_)
-        blocks = [self._block(e, m, X, K) for e, m in zip(self.estimators_, self.stack_methods_, strict=True)]
-        return as_meta(blocks, X, self._passthrough)
 
     def predict_proba(self, X):
         meta = self._meta(X)

@@ -31,9 +31,7 @@ from ..params import Choice, Float, Int, ListOf, OneOf, ParamError
 from ..registry import register
 from ..validation import (
     DataError,
-    check_array,
-    check_is_fitted,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
     check_X_y,
 )
@@ -45,6 +43,22 @@ Y_NODE = "y"
 
 def _node_spec():
     return OneOf("y", [Int(0, ge=0, le=1_000_000), Choice("y", ["y", "target"])])
+
+
+def weighted_quantile(values: np.ndarray, q: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``np.quantile``'s default (linear) quantiles of ``values`` where a row of weight ``w`` counts as ``w``
+    rows: position ``h = (W - 1) q`` in the sorted values repeated by weight (``W`` the total weight), linear
+    between the neighbouring positions. Integer weights give exactly the quantiles of the repeated rows, unit
+    weights those of ``np.quantile``."""
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(weights[order])
+    keep = weights[order] > 0
+    v, cum = v[keep], cum[keep]
+    h = (cum[-1] - 1.0) * np.asarray(q, dtype=np.float64)
+    lo = np.floor(h)
+    a = v[np.minimum(np.searchsorted(cum, lo, side="right"), len(v) - 1)]
+    b = v[np.minimum(np.searchsorted(cum, lo + 1.0, side="right"), len(v) - 1)]
+    return a + (h - lo) * (b - a)
 
 
 @register
@@ -87,10 +101,6 @@ class BayesianNetworkClassifier(Classifier):
         X[rng.random(n) < 0.1, 3] = np.nan
         return X, y
 
-    @classmethod
-    def _example_params(cls):
-        return {"max_iter": 5}
-
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT, categorical_features=None):
         p = self._validated_params()
@@ -114,11 +124,13 @@ class BayesianNetworkClassifier(Classifier):
                 codes[:, j] = col
                 cards[j] = int(v.max()) + 1 if v.size else 1
             else:
-                e = (
-                    np.unique(np.quantile(col[obs], np.linspace(0, 1, p["n_bins"] + 1)[1:-1]))
-                    if obs.any()
-                    else np.empty(0)
-                )
+                q = np.linspace(0, 1, p["n_bins"] + 1)[1:-1]
+                if not obs.any():
+                    e = np.empty(0)
+                elif sw is None:
+                    e = np.unique(np.quantile(col[obs], q))
+                else:
+                    e = np.unique(weighted_quantile(col[obs], q, sw[obs]))
                 bin_edges[j] = e
                 codes[:, j] = np.where(obs, np.searchsorted(e, np.where(obs, col, 0.0), side="right"), np.nan)
                 cards[j] = len(e) + 1
@@ -242,9 +254,7 @@ class BayesianNetworkClassifier(Classifier):
         return codes
 
     def predict_proba(self, X):
-        check_is_fitted(self, ["network_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "network_", allow_nan=True)
         codes = self._codes(X)
         miss = np.isnan(codes)
         n, k = X.shape[0], len(self.classes_)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._trees import supports_tree, tree_arrays
 from .linear import linear_shap, linear_weights
+from .methods import explain_method
 from .permutation_shap import permutation_shap
 from .tree_shap import tree_shap
 
@@ -25,19 +26,6 @@ METHODS = ("auto", "tree", "linear", "kernel")
 
 class NotApplicable(ValueError):
     """The requested explanation method does not apply to this estimator."""
-
-
-def explain_method(cls) -> str:
-    """The exact method a registered algorithm class is explained with by default (its capability)."""
-    name = getattr(cls, "name", "")
-    if name in ("decision_tree_classifier", "decision_tree_regressor", "random_forest_classifier",
-                "random_forest_regressor", "gradient_boosting_classifier", "gradient_boosting_regressor"):
-        return "tree"
-    if name in ("linear_regression", "ridge_regression", "lasso_regression", "elastic_net",
-                "logistic_regression", "softmax_regression", "least_squares_classifier", "perceptron",
-                "linear_discriminant_analysis", "bayesian_linear_regression"):
-        return "linear"
-    return "kernel"
 
 
 def available_methods(est, background: np.ndarray) -> list[str]:

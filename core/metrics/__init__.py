@@ -1,24 +1,20 @@
-"""Evaluation metrics: classification and regression (clustering metrics live in their own module)."""
+"""Evaluation metrics: classification, ranking (ROC / precision-recall) and regression (clustering metrics live
+in their own module)."""
 
 from .classification import (
     accuracy_score,
-    auc,
-    average_precision_score,
     balanced_accuracy_score,
-    classification_report,
     confusion_matrix,
     f1_score,
     fbeta_score,
     hinge_loss,
     log_loss,
-    precision_recall_curve,
     precision_recall_fscore_support,
     precision_score,
     recall_score,
-    roc_auc_score,
-    roc_curve,
     zero_one_loss,
 )
+from .ranking import auc, average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
 from .regression import (
     adjusted_r2_score,
     aic,
@@ -27,7 +23,6 @@ from .regression import (
     mean_absolute_error,
     mean_squared_error,
     r2_score,
-    regression_report,
     root_mean_squared_error,
 )
 
@@ -36,7 +31,6 @@ __all__ = [
     "auc",
     "average_precision_score",
     "balanced_accuracy_score",
-    "classification_report",
     "confusion_matrix",
     "f1_score",
     "fbeta_score",
@@ -56,6 +50,5 @@ __all__ = [
     "mean_absolute_error",
     "mean_squared_error",
     "r2_score",
-    "regression_report",
     "root_mean_squared_error",
 ]

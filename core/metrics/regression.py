@@ -23,7 +23,6 @@ __all__ = [
     "gaussian_log_likelihood",
     "aic",
     "bic",
-    "regression_report",
     "mse",
     "rmse",
     "mae",
@@ -149,26 +148,3 @@ rmse = root_mean_squared_error
 mae = mean_absolute_error
 r2 = r2_score
 adjusted_r2 = adjusted_r2_score
-
-
-def _py(v: float):
-    return None if (v is None or not math.isfinite(v)) else float(v)
-
-
-def regression_report(y_true, y_pred, n_features: int | None = None) -> dict:
-    """The regression metrics the service returns from ``evaluate``, JSON-ready.
-
-    Keys: ``n_samples``, ``mse``, ``rmse``, ``mae``, ``r2``, and ``adjusted_r2`` when
-    ``n_features`` is given (None when undefined).  Non-finite values are None.
-    """
-    yt, yp, _ = _check(y_true, y_pred)
-    out = {
-        "n_samples": int(yt.shape[0]),
-        "mse": mean_squared_error(yt, yp),
-        "rmse": root_mean_squared_error(yt, yp),
-        "mae": mean_absolute_error(yt, yp),
-        "r2": _py(r2_score(yt, yp)),
-    }
-    if n_features is not None:
-        out["adjusted_r2"] = _py(adjusted_r2_score(yt, yp, n_features))
-    return out

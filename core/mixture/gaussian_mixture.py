@@ -136,10 +136,6 @@ class GaussianMixture(Clusterer):
     }
     reports_progress = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_components": 2, "max_iter": 20}
-
     # -- fitting --------------------------------------------------------------------
     def _initial_resp(self, X, k, rng, init):
         n = X.shape[0]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..base import Classifier
 from ..params import Bool, Float, ListOf, ParamError
-from ..validation import check_array, check_is_fitted, check_n_features
+from ..validation import check_predict_input
 
 
 def log_softmax(s: np.ndarray) -> np.ndarray:
@@ -83,9 +83,7 @@ class NaiveBayes(Classifier):
     allow_nan_predict = False
 
     def _check_predict_X(self, X) -> np.ndarray:
-        check_is_fitted(self, ["classes_"])
-        X = check_array(X, allow_nan=self.native_missing)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "classes_", allow_nan=self.native_missing)
         return X
 
     def predict_joint_log_proba(self, X) -> np.ndarray:

@@ -1,3 +1,3 @@
-"""neural: multi-layer perceptrons (shared engine in ``mlp_engine``)."""
+"""neural: multi-layer perceptrons (shared engine in ``_mlp_engine``)."""
 
 from . import mlp_classifier, mlp_regressor  # noqa: F401

@@ -3,7 +3,7 @@
 [Passerini §13]: sigmoid output thresholded at 0.5 for two classes,
 softmax over K units for K > 2, cross-entropy loss, back-propagation, mini-batch
 optimisers, L1/L2 penalties, early stopping on a validation split, batch normalisation.
-Engine and formulas: ``core.neural.mlp_engine``.
+Engine and formulas: ``core.neural._mlp_engine``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..context import NULL_CONTEXT
 from ..memory import mlp_fit
 from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
-from .mlp_engine import common_params, fit_network, set_fitted
+from ._mlp_engine import common_params, fit_network, set_fitted
 
 
 def _accuracy(net, X, codes):
@@ -41,10 +41,6 @@ class MLPClassifier(Classifier):
     supports_sample_weight = True
     reports_progress = True
     needs_scaling = True
-
-    @classmethod
-    def _example_params(cls):
-        return {"hidden_layer_sizes": [8], "max_iter": 30, "learning_rate_init": 0.01}
 
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()

@@ -1,7 +1,7 @@
 """``mlp_regressor``: multi-layer perceptron with identity output and squared error.
 
 [Passerini §13]: identity output f(x) = o(x), loss ½(y - f(x))²,
-back-propagation with mini-batch optimisers.  Engine and formulas: ``core.neural.mlp_engine``.
+back-propagation with mini-batch optimisers.  Engine and formulas: ``core.neural._mlp_engine``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..context import NULL_CONTEXT
 from ..memory import mlp_fit
 from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
-from .mlp_engine import common_params, fit_network, set_fitted
+from ._mlp_engine import common_params, fit_network, set_fitted
 
 
 def _r2(net, X, y):
@@ -38,10 +38,6 @@ class MLPRegressor(Regressor):
     supports_sample_weight = True
     reports_progress = True
     needs_scaling = True
-
-    @classmethod
-    def _example_params(cls):
-        return {"hidden_layer_sizes": [8], "max_iter": 30, "learning_rate_init": 0.01}
 
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()

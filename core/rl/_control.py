@@ -74,10 +74,6 @@ class TDControl(TabularAgent):
     def _example_data(cls, rng):
         return example_log(rng), None
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_epochs": 3}
-
 
 def example_log(rng, n_episodes: int = 12) -> np.ndarray:
     """Logged episodes of a 5-state random walk (Sutton & Barto, Example 6.2) with random actions."""

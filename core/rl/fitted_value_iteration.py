@@ -170,11 +170,6 @@ class FittedValueIteration(Reinforcement):
     def _example_data(cls, rng):
         return example_continuous(rng), None
 
-    @classmethod
-    def _example_params(cls):
-        return {"basis": "polynomial", "degree": 2, "max_iter": 20}
-
-
 def example_continuous(rng, n: int = 200) -> np.ndarray:
     """A 1-d corridor: x' = x + 0.1 a + noise (a in {-1, +1}); reward 1 and done when x' >= 1."""
     x = rng.uniform(-1, 1, size=n)

@@ -275,7 +275,3 @@ class TDLearning(TabularAgent):
     @classmethod
     def _example_data(cls, rng):
         return example_log(rng), None
-
-    @classmethod
-    def _example_params(cls):
-        return {"n_epochs": 3, "td_lambda": 0.5}

@@ -15,7 +15,8 @@ from ..errors import TooLarge, UnsupportedMedia, invalid
 from ..runtime import rt
 from ..schemas.models import Dataset, DatasetCreateJSON, DatasetList, RowsPage
 from ..services import datasets as ds
-from ..services.tables import parse_csv_file, parse_json_table, parse_parquet_file, parse_types_query
+from ..services.ingest import parse_csv_file, parse_parquet_file
+from ..services.tables import parse_json_table, parse_types_query
 from .common import Page, errors
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])

@@ -153,8 +153,8 @@ def _worker_main(conn, settings_json: str, api_pid: int | None = None) -> None:
     from ..services.jobs import execute_job  # preloaded by the forkserver: no import cost here
     from ..services.resources import apply_worker_memory_limit
     from ..settings import Settings
+    from ..storage.stores import open_stores
     from . import fanout
-    from .runtime import open_stores
 
     settings = Settings.model_validate_json(settings_json)
     apply_worker_memory_limit(settings.worker_memory_bytes)  # a runaway fit fails its job, not the host

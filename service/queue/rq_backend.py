@@ -88,7 +88,7 @@ _STORES: dict = {}
 def _stores(settings: Settings):
     key = (settings.resolved_database_url(), str(settings.data_dir))
     if key not in _STORES:
-        from .runtime import open_stores
+        from ..storage.stores import open_stores
 
         _STORES[key] = open_stores(settings)
     return _STORES[key]

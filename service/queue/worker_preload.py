@@ -17,4 +17,5 @@ from core import registry  # noqa: E402,F401
 from .. import observability  # noqa: E402,F401 - imported only: no handler, no thread
 from ..services import selection_jobs, training  # noqa: E402,F401 - training and model-selection jobs
 from ..settings import Settings  # noqa: E402,F401
-from . import embedded, runtime  # noqa: E402,F401
+from ..storage import stores  # noqa: E402,F401
+from . import embedded  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """The model-selection jobs: parents (cross-validate, compare, tune, automl, learning-curve, feature-selection)
 fan their work out as ``trial`` child jobs and join them; a trial fits and scores one candidate on some folds.
 
-Fan-out (docs/decisions/model-selection.md): the parent inserts the children's rows (kind ``trial``,
+Fan-out (docs/decisions/model-selection-jobs.md): the parent inserts the children's rows (kind ``trial``,
 ``payload.parent_id``), enqueues them through the worker's queue (``service.queue.fanout``) so that other
 pool processes or RQ workers run them, and polls their rows. While it waits, it claims queued children and
 runs them itself, through the same conditional claim as every worker: a child never runs twice, a single worker

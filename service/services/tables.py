@@ -4,8 +4,8 @@ Column types: ``numeric`` (float64, NaN = missing), ``boolean`` (float64 0/1, Na
 the spelling of a yes/no column so that labels come back as uploaded), ``categorical`` (int32 codes into
 sorted string categories, -1 = missing) and ``datetime`` (datetime64[us], UTC, NaT = missing).
 
-CSV and Parquet files are read with Apache Arrow in ``service.services.ingest`` (imported on first use: the
-training workers' forkserver imports this module and must stay free of Arrow's threads);
+CSV and Parquet files are read with Apache Arrow by ``service.services.ingest``, a separate module (the
+training workers' forkserver imports this one and must stay free of Arrow's threads);
 docs/decisions/data-ingestion.md.
 """
 
@@ -179,20 +179,6 @@ def check_header(header: Sequence[str], loc) -> list[str]:
     return names
 
 
-def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
-    """Parse a CSV file (header row required) into typed columns; 422 on any defect."""
-    from .ingest import parse_csv_file as parse
-
-    return parse(path, forced_types)
-
-
-def parse_parquet_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
-    """Parse a Parquet file into typed columns; 422 when it is not Parquet or holds unsupported types."""
-    from .ingest import parse_parquet_file as parse
-
-    return parse(path, forced_types)
-
-
 def to_arrow_table(columns: Sequence[Column], *, text: bool = False):
     import pyarrow as pa
 
@@ -306,5 +292,4 @@ def _cat_str(v) -> str:
     return str(v)
 
 
-__all__ = ["Column", "Table", "TYPES", "parse_csv_file", "parse_parquet_file", "parse_json_table",
-           "parse_types_query", "to_arrow_table"]
+__all__ = ["Column", "Table", "TYPES", "parse_json_table", "parse_types_query", "to_arrow_table"]

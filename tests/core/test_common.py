@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 
@@ -12,7 +13,8 @@ from core import registry
 from core.base import TASKS
 from core.context import FitCancelled, FitContext
 from core.params import ParamError, params_json_schema
-from core.validation import NotFittedError
+from core.validation import DataError, NotFittedError
+from tests.core.example_params import example_params
 
 NAMES = registry.names()
 
@@ -30,7 +32,7 @@ def _output(est, X):
 
 def _make(name, **extra):
     cls = registry.get(name)
-    params = {**cls._example_params(), **extra}
+    params = {**example_params(name), **extra}
     return cls(**params)
 
 
@@ -257,3 +259,161 @@ def test_progress_and_cancellation(name):
     with pytest.raises(FitCancelled):
         cancelled.fit(X, y, ctx=ctx)
     assert not _is_fitted(cancelled), "a cancelled fit must leave the estimator unfitted"
+
+
+# ---- checks after scikit-learn's estimator_checks ------------------------------------------------------------
+# Each exemption names the algorithm and the reason; an exemption is never a bug left unfixed.
+MATRIX_INPUT_EXEMPT: dict[str, str] = {
+    name: "fitted on a transition table (a structured array of named columns), not a feature matrix; its "
+          "columns are checked by name (tests/core/rl)"
+    for name in NAMES if registry.get(name).task == "reinforcement"
+}
+SAMPLE_WEIGHT_EQUIVALENCE_EXEMPT: dict[str, str] = {
+    "perceptron": "an online rule: weight 2 is one update twice as long, a duplicated row two updates, the second "
+                  "skipped once the row is classified right (scikit-learn's Perceptron fails this check too)",
+    "stacking_classifier": "the out-of-fold split draws rows: a duplicated row can sit in a training and a test "
+                           "fold at once, a weighted one cannot",
+    "stacking_regressor": "the out-of-fold split draws rows: a duplicated row can sit in a training and a test "
+                          "fold at once, a weighted one cannot",
+}
+# Parameters under which the weighting check runs, where a default draws or counts rows; the reason each.
+_NO_BOOTSTRAP = "a bootstrap sample draws rows: a duplicated row changes the draws (equal in distribution only)"
+_ROWS_PER_LEAF = "min_samples_leaf counts rows, not weight, as scikit-learn's: a duplicated row counts twice"
+SAMPLE_WEIGHT_CHECK_PARAMS: dict[str, tuple[dict, str]] = {
+    "bagging_classifier": ({"bootstrap": False}, _NO_BOOTSTRAP),
+    "bagging_regressor": ({"bootstrap": False}, _NO_BOOTSTRAP),
+    "random_forest_classifier": ({"bootstrap": False}, _NO_BOOTSTRAP),
+    "random_forest_regressor": ({"bootstrap": False}, _NO_BOOTSTRAP),
+    "gradient_boosting_classifier": ({"min_samples_leaf": 1}, _ROWS_PER_LEAF),
+    "gradient_boosting_regressor": ({"min_samples_leaf": 1}, _ROWS_PER_LEAF),
+    "svm_classifier": ({"probability": False, "gamma": 0.3, "tol": 1e-8},
+                       "gamma='scale' reads the unweighted variance of X and Platt scaling's folds draw rows (both "
+                       "as scikit-learn's); a tight tol so the two dual solutions agree within the check's tolerance"),
+    "svm_regressor": ({"gamma": 0.3, "tol": 1e-8},
+                      "gamma='scale' reads the unweighted variance of X (as scikit-learn's); a tight tol so the two "
+                      "dual solutions agree within the check's tolerance"),
+    "divisive_clustering": ({"n_init": 20}, "initial centres are drawn over rows: a duplicated row changes the "
+                                            "draws; with enough restarts both fits reach the same bisections"),
+}
+
+
+def _numeric_output(est, X) -> np.ndarray:
+    """What a weighting or a refit could change: probabilities when the estimator has them, else the output
+    (cluster labels renumbered in order of first appearance: a partition does not depend on its numbering)."""
+    if callable(getattr(est, "predict_proba", None)) and getattr(est, "probability", True):
+        return np.asarray(est.predict_proba(X), dtype=np.float64)
+    if callable(getattr(est, "decision_function", None)) and est.task == "classification":
+        return np.asarray(est.decision_function(X), dtype=np.float64)
+    out = np.asarray(_output(est, X))
+    if est.task == "clustering":
+        _, first, inverse = np.unique(out, return_index=True, return_inverse=True)
+        rank = np.empty(len(first), dtype=np.intp)
+        rank[np.argsort(first)] = np.arange(len(first))
+        return rank[inverse.reshape(-1)].astype(np.float64)
+    return out.astype(np.float64) if np.issubdtype(out.dtype, np.number) else out
+
+
+def _assert_same_output(a, b, *, rtol=1e-7, atol=1e-9, msg=""):
+    if np.issubdtype(np.asarray(a).dtype, np.number):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=msg)
+    else:
+        assert (np.asarray(a) == np.asarray(b)).all(), msg
+
+
+def _seeded(name, **extra):
+    cls = registry.get(name)
+    return _make(name, **({"random_state": 0} if "random_state" in cls.params else {}), **extra)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if registry.get(n).capabilities()["sample_weight"]
+                                  and n not in SAMPLE_WEIGHT_EQUIVALENCE_EXEMPT])
+def test_sample_weight_two_equals_a_duplicated_row(name):
+    """Weight 2 on a row fits the same model as that row given twice (scikit-learn's
+    check_sample_weight_equivalence), compared on the predicted probabilities or outputs."""
+    X, y = _data(name)
+    rng = np.random.default_rng(3)
+    w = np.ones(X.shape[0])
+    w[rng.choice(X.shape[0], X.shape[0] // 3, replace=False)] = 2.0
+    repeat = w.astype(int)
+    X_dup = np.repeat(X, repeat, axis=0)
+    y_dup = None if y is None else np.repeat(y, repeat, axis=0)
+    params = SAMPLE_WEIGHT_CHECK_PARAMS.get(name, ({}, ""))[0]
+    weighted = _seeded(name, **params).fit(X, y, sample_weight=w)
+    duplicated = _seeded(name, **params).fit(X_dup, y_dup)
+    _assert_same_output(_numeric_output(weighted, X), _numeric_output(duplicated, X), rtol=1e-5, atol=1e-6,
+                        msg=f"{name}: weight 2 differs from a duplicated row")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fit_is_idempotent(name):
+    """Refitting forgets the previous fit: fit(A), fit(B), fit(A) predicts as fit(A) alone (B: A's rows in
+    reverse order, which changes the model of the order-dependent learners)."""
+    X, y = _data(name)
+    if X.dtype.names is None:  # a feature matrix: the same rows in another order (valid for every family)
+        X_other, y_other = X[::-1], None if y is None else y[::-1]
+    else:  # a transition table
+        X_other, y_other = _data(name, seed=1)
+    est = _seeded(name).fit(X, y)
+    first = _numeric_output(est, X)
+    est.fit(X_other, y_other)
+    est.fit(X, y)
+    _assert_same_output(first, _numeric_output(est, X), msg=f"{name}: a refit depends on the previous fit")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in MATRIX_INPUT_EXEMPT])
+def test_predict_refuses_another_number_of_features(name):
+    """A matrix with one column fewer or more than at fit is refused with a sentence naming the counts."""
+    X, y = _data(name)
+    est = _make(name).fit(X, y)
+    d = X.shape[1]
+    for bad in (X[:, : d - 1], np.column_stack([X, X[:, :1]])):
+        with pytest.raises(DataError, match=rf"X has {bad.shape[1]} features, but the model was fitted with {d}"):
+            _output(est, bad)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in MATRIX_INPUT_EXEMPT])
+def test_nan_refused_unless_native_missing(name):
+    """NaN in X is refused at fit and at predict with a sentence saying so, unless the estimator declares
+    ``native_missing``; then both work and the outputs are finite."""
+    X, y = _data(name)
+    X_nan = X.copy()
+    X_nan[::7, 0] = np.nan
+    cls = registry.get(name)
+    if cls.native_missing:
+        est = _make(name).fit(X_nan, y)
+        out = np.asarray(_output(est, X_nan))
+        assert out.shape[0] == X.shape[0]
+        if np.issubdtype(out.dtype, np.number):
+            assert np.isfinite(out).all()
+        return
+    with pytest.raises(DataError, match="NaN"):
+        _make(name).fit(X_nan, y)
+    est = _make(name).fit(X, y)
+    with pytest.raises(DataError, match="NaN"):
+        _output(est, X_nan)
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same_value(u, v) for u, v in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return type(a) is type(b) and (a == b or (a != a and b != b))  # NaN equals NaN here
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fit_leaves_hyperparameters_untouched(name):
+    """fit neither changes a hyperparameter (nor anything inside one) nor sets a public attribute that is not a
+    fitted one (trailing underscore), as scikit-learn's check_dont_overwrite_parameters."""
+    est = _make(name)
+    before = copy.deepcopy(est.get_params())
+    attrs_before = set(vars(est))
+    X, y = _data(name)
+    est.fit(X, y)
+    after = est.get_params()
+    changed = [k for k in before if not _same_value(before[k], after[k])]
+    assert not changed, f"{name}: fit changed the hyperparameter(s) {changed}"
+    added = [k for k in set(vars(est)) - attrs_before if not k.endswith("_") and not k.startswith("_")]
+    assert not added, f"{name}: fit set public attributes without a trailing underscore: {added}"

@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.services]
 
 # one "replica" per process, started once: imports first, then for each round waits for that round's go file so
 # that all processes open the stores of that round's fresh database at the same moment (the start-up path of
-# `orchard serve` and `orchard worker`: queue.runtime.open_stores)
+# `orchard serve` and `orchard worker`: storage.stores.open_stores)
 STARTER = """
 import os, sys, time
-from service.queue.runtime import open_stores
+from service.storage.stores import open_stores
 from service.settings import Settings
 data_dir, marks, urls = sys.argv[1], sys.argv[2], sys.argv[3:]
 open(f"{marks}/ready.{os.getpid()}", "w").close()

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from core import registry
+from tests.core.example_params import example_params
 from tests.service.conftest import train
 
 NAMES = registry.names()
@@ -33,7 +34,7 @@ def test_train_predict_evaluate(client, name):
     cols, rows, X = _table(cls)
     ds = client.post("/v1/datasets", json={"columns": cols, "rows": rows})
     assert ds.status_code == 201, ds.text
-    params = {**cls._example_params(), **EXTRA_PARAMS.get(name, {})}
+    params = {**example_params(name), **EXTRA_PARAMS.get(name, {})}
     body = {"algorithm": name, "params": params, "dataset_id": ds.json()["id"]}
     if "target" in cols:
         body["target"] = "target"
@@ -101,7 +102,7 @@ def test_categorical_and_missing_features_through_the_service(client, name):
     rows = [[c if i % 17 else None, float(s) if i % 13 else None, lab]
             for i, (c, s, lab) in enumerate(zip(colour, size, label, strict=True))]
     ds = client.post("/v1/datasets", json={"columns": ["colour", "size", "label"], "rows": rows}).json()["id"]
-    params = registry.get(name)._example_params()
+    params = example_params(name)
     mid, job = train(client, algorithm=name, params=params, dataset_id=ds, target="label",
                      validation={"holdout": 0.2})
     assert job["status"] == "succeeded", job

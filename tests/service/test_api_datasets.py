@@ -118,19 +118,18 @@ def test_body_limit_is_413(client):
 def test_csv_columns_that_change_type_between_chunks(monkeypatch, tmp_path):
     """A column numeric for the first blocks and textual later is re-read as categorical, whole."""
     import service.services.ingest as ingest
-    import service.services.tables as tables
 
     monkeypatch.setattr(ingest, "BLOCK_SIZE", 24)
     path = tmp_path / "t.csv"
     path.write_text("a,b,c,d\n1,x,true,5\n2,y,false,6\n3,x,TRUE,\n4,z,no,7\nfoo,x,true,8\n5,,,9\n")
-    cols = {c.name: c for c in tables.parse_csv_file(path)}
+    cols = {c.name: c for c in ingest.parse_csv_file(path)}
     assert cols["a"].type == "categorical" and cols["a"].categories == ["1", "2", "3", "4", "5", "foo"]
     assert cols["a"].python_values(slice(None)) == ["1", "2", "3", "4", "foo", "5"]
     assert cols["b"].python_values(slice(None)) == ["x", "y", "x", "z", "x", None]
     assert cols["c"].type == "boolean" and cols["c"].python_values(slice(None)) == [True, False, True, False,
                                                                                     True, None]
     assert cols["d"].type == "numeric" and cols["d"].python_values(slice(None)) == [5, 6, None, 7, 8, 9]
-    forced = {c.name: c for c in tables.parse_csv_file(path, {"d": "categorical"})}
+    forced = {c.name: c for c in ingest.parse_csv_file(path, {"d": "categorical"})}
     assert forced["d"].categories == ["5", "6", "7", "8", "9"]
 
 

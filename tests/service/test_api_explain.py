@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from core import registry
+from tests.core.example_params import example_params
 from tests.service.conftest import train, wait_job
 
 SUPERVISED = [n for n in registry.names() if registry.get(n).task in ("classification", "regression")]
@@ -47,7 +48,7 @@ INSTANCES = [{"colour": "red", "size": 0.3, "flag": True}, {"colour": None, "siz
 ])
 def test_explain_is_additive_over_original_features(client, algorithm, target, method, output):
     ds, _ = _mixed(client)
-    mid = _fit(client, ds, algorithm, target, registry.get(algorithm)._example_params())
+    mid = _fit(client, ds, algorithm, target, example_params(algorithm))
     r = client.post(f"/v1/models/{mid}/explain", json={"instances": INSTANCES, "background": {"n": 50}})
     assert r.status_code == 200, r.text
     out = r.json()
@@ -83,7 +84,7 @@ def test_additivity_for_every_supervised_algorithm(client, name):
     cls = registry.get(name)
     cols, rows = _example_table(cls)
     ds = client.post("/v1/datasets", json={"columns": cols, "rows": rows}).json()["id"]
-    mid, job = train(client, algorithm=name, params={**cls._example_params(), **EXTRA_PARAMS.get(name, {})},
+    mid, job = train(client, algorithm=name, params={**example_params(name), **EXTRA_PARAMS.get(name, {})},
                      dataset_id=ds, target="target", features=cols[:-1])
     assert job["status"] == "succeeded", job
     r = client.post(f"/v1/models/{mid}/explain", json={"rows": [row[:-1] for row in rows[:2]],

@@ -292,18 +292,18 @@ def test_error_locations_name_body_field_row_and_feature(client):
 
 def test_arrow_conversion_edge_cases(tmp_path):
     from service.errors import ProblemError
-    from service.services import tables
+    from service.services import ingest
 
     path = tmp_path / "t.csv"
     path.write_text("a,b,c\n0,,2020-01-01\n1,,2020-01-02T10:00:00+02:00\n")
-    cols = {c.name: c for c in tables.parse_csv_file(path, {"a": "boolean"})}
+    cols = {c.name: c for c in ingest.parse_csv_file(path, {"a": "boolean"})}
     assert cols["a"].type == "boolean" and cols["a"].values.tolist() == [0.0, 1.0]
     assert cols["b"].type == "numeric" and cols["b"].missing.all()  # an empty column
     assert cols["c"].type == "datetime" and cols["c"].python_values(slice(None)) == ["2020-01-01",
                                                                                     "2020-01-02T08:00:00"]
     pq.write_table(pa.table({"a": [[1], [2]], "b": [1, 2]}), tmp_path / "t.parquet")
     with pytest.raises(ProblemError) as exc:
-        tables.parse_parquet_file(tmp_path / "t.parquet")
+        ingest.parse_parquet_file(tmp_path / "t.parquet")
     assert exc.value.status == 422 and "'a'" in exc.value.detail and "not supported" in exc.value.detail
 
 

@@ -92,8 +92,8 @@ def test_an_unreachable_or_misconfigured_bucket(tmp_path, s3, monkeypatch):
 def test_the_janitor_collects_orphans_in_the_bucket(tmp_path, s3):
     """With artifacts on S3 the janitor lists the bucket: an orphan dataset and model (objects without rows)
     go once older than the grace period, artifacts with rows stay."""
-    from service.queue.runtime import open_stores
     from service.services.janitor import collect
+    from service.storage.stores import open_stores
 
     client, bucket = s3
     settings = Settings(data_dir=tmp_path / "a", database_url=f"sqlite:///{tmp_path / 'meta.db'}",

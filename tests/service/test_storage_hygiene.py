@@ -17,12 +17,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.queue.runtime import open_stores
 from service.services import datasets as ds
 from service.services.janitor import collect
 from service.services.tables import parse_json_table
 from service.settings import Settings
 from service.storage.artifacts import FOREIGN_TMP_STALE_S, process_identity
+from service.storage.stores import open_stores
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from core.context import FitCancelled, FitContext
+from core.neural._mlp_engine import MLPNetwork, _learning_rate, common_params, validation_split
 from core.neural.mlp_classifier import MLPClassifier
-from core.neural.mlp_engine import MLPNetwork, _learning_rate, common_params, validation_split
 from core.neural.mlp_regressor import MLPRegressor
 from core.params import ParamError, validate_params
 
@@ -98,8 +98,8 @@ def test_early_stopping_restores_best_and_stops():
     assert m.n_iter_ - 1 - int(np.argmax(m.validation_scores_)) >= 6
     # engine level: after training the restored parameters reproduce the best validation score
     from core.context import NULL_CONTEXT
+    from core.neural._mlp_engine import train_network
     from core.neural.mlp_classifier import _accuracy
-    from core.neural.mlp_engine import train_network
 
     p = validate_params(common_params(), {"hidden_layer_sizes": [64], "learning_rate_init": 0.01,
                                           "n_iter_no_change": 5, "max_iter": 500, "early_stopping": True})

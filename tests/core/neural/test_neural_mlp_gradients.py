@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from core.neural.mlp_engine import MLPNetwork
+from core.neural._mlp_engine import MLPNetwork
 
 
 def _targets(output, rng, B, k):

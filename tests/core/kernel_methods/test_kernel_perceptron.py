@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn import datasets
 
-from core.kernel.kernel_perceptron import KernelPerceptron
+from core.kernel_methods.kernel_perceptron import KernelPerceptron
 from core.kernels import build_kernel
 from core.model_selection import StratifiedKFold
 

@@ -19,9 +19,7 @@ from ..memory import kernel_fit
 from ..params import Choice, Float, Int, OneOf
 from ..registry import register
 from ..validation import (
-    NotFittedError,
-    check_array,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
     check_X_y,
 )
@@ -79,8 +77,5 @@ class KernelRidgeRegression(Regressor):
         return self
 
     def predict(self, X):
-        if not hasattr(self, "dual_coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "dual_coef_")
         return self._kernel(X, self.X_fit_) @ self.dual_coef_

@@ -34,13 +34,13 @@ from scipy.special import erf, expit
 
 from ..base import Classifier
 from ..context import NULL_CONTEXT
-from ..kernels import GPKernelSpec, build_gp_kernel
 from ..memory import kernel_fit
 from ..params import Choice, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
 from ..validation import DataError, check_predict_input, check_X_y
 from .gaussian_process_regressor import maximise_evidence
+from .gp_kernels import GPKernelSpec, build_gp_kernel
 
 __all__ = ["GaussianProcessClassifier", "laplace_log_marginal_likelihood"]
 
@@ -128,10 +128,6 @@ class GaussianProcessClassifier(Classifier):
     }
     reports_progress = True
     needs_scaling = True
-
-    @classmethod
-    def _example_params(cls):
-        return {"max_iter_predict": 50}
 
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()

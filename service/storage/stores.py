@@ -1,10 +1,10 @@
-"""Opening the stores and the queue from settings (shared by the API, workers and the CLI)."""
+"""Opening the metadata and artifact stores from settings (shared by the API, the workers and the CLI)."""
 
 from __future__ import annotations
 
 from ..settings import Settings
-from ..storage.artifacts import ArtifactStore
-from ..storage.metadata import MetadataStore
+from .artifacts import ArtifactStore
+from .metadata import MetadataStore
 
 
 def open_stores(settings: Settings) -> tuple[MetadataStore, ArtifactStore]:
@@ -16,7 +16,7 @@ def open_stores(settings: Settings) -> tuple[MetadataStore, ArtifactStore]:
 
 def open_artifacts(settings: Settings) -> ArtifactStore:
     if settings.artifacts_url:
-        from ..storage.s3 import S3ArtifactStore, parse_s3_url
+        from .s3 import S3ArtifactStore, parse_s3_url
 
         parse_s3_url(settings.artifacts_url)  # a malformed URL fails the start with its message
         if not settings.secret_key:
@@ -24,13 +24,3 @@ def open_artifacts(settings: Settings) -> ArtifactStore:
                              "must sign and verify artifacts with the same key; set ORCHARD_SECRET_KEY")
         return S3ArtifactStore(settings.data_dir, settings.resolved_secret(), settings.artifacts_url)
     return ArtifactStore(settings.data_dir, settings.resolved_secret())
-
-
-def make_queue(settings: Settings, meta: MetadataStore, art: ArtifactStore):
-    if settings.queue_url:
-        from .rq_backend import RQQueue
-
-        return RQQueue(settings, meta, art)
-    from .embedded import EmbeddedQueue
-
-    return EmbeddedQueue(settings, meta, art)

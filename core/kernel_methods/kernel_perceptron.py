@@ -23,7 +23,7 @@ from ..params import Bool, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
 from ..svm.common import gamma_spec
-from ..validation import NotFittedError, check_array, check_n_features, check_X_y
+from ..validation import check_predict_input, check_X_y
 
 __all__ = ["KernelPerceptron"]
 
@@ -98,10 +98,7 @@ class KernelPerceptron(Classifier):
         return self
 
     def decision_function(self, X):
-        if not hasattr(self, "dual_coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "dual_coef_")
         F = (self._kernel(X, self.support_vectors_) + 1.0) @ self.dual_coef_.T
         return F[:, 0] if F.shape[1] == 1 else F
 

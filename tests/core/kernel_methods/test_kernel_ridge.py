@@ -7,7 +7,7 @@ import pytest
 from sklearn import datasets
 from sklearn.kernel_ridge import KernelRidge
 
-from core.kernel.kernel_ridge_regression import KernelRidgeRegression
+from core.kernel_methods.kernel_ridge_regression import KernelRidgeRegression
 from core.model_selection import KFold
 
 

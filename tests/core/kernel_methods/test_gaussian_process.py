@@ -10,8 +10,8 @@ from sklearn.gaussian_process import GaussianProcessRegressor as SKGP
 from sklearn.gaussian_process import kernels as skk
 
 from core.context import FitCancelled, FitContext
-from core.kernel.gaussian_process_regressor import GaussianProcessRegressor, log_marginal_likelihood
-from core.kernels import build_gp_kernel
+from core.kernel_methods.gaussian_process_regressor import GaussianProcessRegressor, log_marginal_likelihood
+from core.kernel_methods.gp_kernels import build_gp_kernel
 from core.model_selection import KFold
 from core.params import ParamError
 

@@ -25,12 +25,16 @@ from scipy.optimize import minimize
 
 from ..base import Regressor
 from ..context import NULL_CONTEXT
-from ..kernels import GPKernelSpec, build_gp_kernel
 from ..memory import kernel_fit
 from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, NotFittedError, check_array, check_n_features, check_X_y
+from ..validation import (
+    DataError,
+    check_predict_input,
+    check_X_y,
+)
+from .gp_kernels import GPKernelSpec, build_gp_kernel
 
 __all__ = ["GaussianProcessRegressor", "log_marginal_likelihood", "maximise_evidence"]
 
@@ -169,10 +173,7 @@ class GaussianProcessRegressor(Regressor):
 
     def predict(self, X, return_std=False):
         """Predictive mean (and standard deviation with ``return_std=True``)."""
-        if not hasattr(self, "alpha_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "alpha_")
         Ks = self.kernel_(X, self.X_train_)
         mean = (Ks @ self.alpha_) * self._y_std + self._y_mean
         if not return_std:

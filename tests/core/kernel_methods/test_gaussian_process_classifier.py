@@ -12,8 +12,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from core.context import FitCancelled, FitContext
-from core.kernel.gaussian_process_classifier import GaussianProcessClassifier, laplace_log_marginal_likelihood
-from core.kernels import build_gp_kernel
+from core.kernel_methods.gaussian_process_classifier import GaussianProcessClassifier, laplace_log_marginal_likelihood
+from core.kernel_methods.gp_kernels import build_gp_kernel
 
 FIXED = {"product": [{"name": "constant", "constant_value": 2.0}, {"name": "rbf", "length_scale": 3.0}]}
 

@@ -1,20 +1,15 @@
-"""core/kernels.py: kernel identities of [Passerini §12.3.1], PSD closure, parsing, GP kernel gradients."""
+"""core/kernels and the GP kernels of core/kernel_methods/gp_kernels.py: kernel identities of
+[Passerini §12.3.1], PSD closure, parsing, GP kernel gradients."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from core.kernel_methods.gp_kernels import GPRBF, GPConstant, GPKernelSpec, GPLinear, GPPoly, GPWhite, build_gp_kernel
 from core.kernels import (
-    GPRBF,
     CosineKernel,
-    GPConstant,
-    GPKernelSpec,
-    GPLinear,
-    GPPoly,
-    GPWhite,
     KernelSpec,
-    build_gp_kernel,
     build_kernel,
     kernel_diag,
     kernel_matrix,
