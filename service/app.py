@@ -7,6 +7,7 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, selection, train, v2
@@ -15,6 +16,7 @@ from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
+from .security import BrowserGuard, BrowserGuardMiddleware, parse_list
 from .services.janitor import Janitor
 from .services.jobs import Reconciler
 from .settings import Settings
@@ -134,9 +136,11 @@ class OrchardApp(FastAPI):
     (api/fastpath.py), skipping the middleware stack and routing; every other request takes the normal path."""
 
     predict_front_door: PredictFrontDoor | None = None
+    cors = False  # with CORS on, predict takes the routed path, where CORSMiddleware adds its headers
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None:
+        if (scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None
+                and not self.cors):
             path = scope["path"]
             model_id = predict_model_id(path)
             if model_id is not None:
@@ -202,6 +206,15 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
                                               metrics.on_predict_v1 if metrics else None, settings.max_body_bytes,
                                               metrics.on_predict_v2 if metrics else None)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
+    cors_origins = parse_list(settings.cors_origins)
+    if cors_origins:  # off unless configured (docs/decisions/browser-safety.md)
+        app.cors = True
+        app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["*"],
+                           allow_headers=["*"], expose_headers=["X-Request-ID", "Location", "Retry-After"],
+                           max_age=600)
+    guard = BrowserGuard(parse_list(settings.allowed_hosts), cors_origins)
+    app.predict_front_door.check_request = guard.check  # the front door skips the middleware below
+    app.add_middleware(BrowserGuardMiddleware, guard=guard)  # Host allow-list, cross-site refusals
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)
     return app
