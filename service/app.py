@@ -16,7 +16,7 @@ from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
-from .security import BrowserGuard, BrowserGuardMiddleware, parse_list
+from .security import SAFE_METHODS, BrowserGuard, BrowserGuardMiddleware, parse_list
 from .services.janitor import Janitor
 from .services.jobs import Reconciler
 from .settings import Settings
@@ -79,12 +79,18 @@ def _describe_errors(schema: dict) -> None:
     v2 = {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}}
     for path, ops in schema.get("paths", {}).items():
         is_v2 = path == "/v2" or path.startswith("/v2/")
-        for op in ops.values():
+        for method, op in ops.items():
             responses = op.setdefault("responses", {})
             if op.get("operationId") in _MAY_FAIL_500:
                 responses.setdefault("500", {"description": "The stored model artifact failed verification"})
             if "requestBody" in op:
                 responses.setdefault("413", {"description": "Body too large"})
+            # the browser guard's answers (service/security.py), on every operation
+            responses.setdefault("400", {"description": "Host not allowed (ORCHARD_ALLOWED_HOSTS)"})
+            if method.upper() not in SAFE_METHODS:
+                responses.setdefault("403", {"description": "Cross-site request refused (Origin, Sec-Fetch-Site)"})
+                responses.setdefault("415", {"description": "Unsupported content type (text/plain and form "
+                                                            "bodies are refused)"})
             if is_v2 and "422" in responses:
                 r422 = responses.pop("422")
                 responses.setdefault("400", {"description": r422.get("description", "Invalid request")})

@@ -149,6 +149,8 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # e.g. not UTF-8
+            return error_response(request.url.path, invalid(["body"], "the body is not valid JSON (UTF-8)"))
         title = _TITLES.get(exc.status_code, "Error")
         detail = exc.detail if isinstance(exc.detail, str) else title
         if exc.status_code == 404 and detail == "Not Found":
