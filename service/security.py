@@ -43,10 +43,10 @@ class BrowserGuard:
         self._ok_hosts: set[bytes] = set()  # Host values already accepted: one set lookup per request
 
     def host_allowed(self, raw: bytes | None) -> bool:
-        if self.any_host or raw in self._ok_hosts:
+        """Whether a ``Host`` value is allowed. A request without one (HTTP/1.0, an ASGI caller) is: browsers
+        always send it, and DNS rebinding needs the page's own name in it."""
+        if self.any_host or raw is None or raw in self._ok_hosts:
             return True
-        if raw is None:
-            return False
         name = host_name(raw.decode("latin-1"))
         ok = name in self.exact or any(name.endswith(s) or name == s[1:] for s in self.suffixes)
         if ok:
@@ -89,7 +89,8 @@ class BrowserGuard:
         elif site == b"cross-site":
             raise ProblemError("cross-site request refused (Sec-Fetch-Site: cross-site); add the page's origin to "
                                "ORCHARD_CORS_ORIGINS to allow it", status=403, title="Forbidden")
-        if ctype is not None and ctype.split(b";", 1)[0].strip().lower() in _SIMPLE_TEXT_TYPES:
+        if ctype is not None and ctype != b"application/json" and (
+                ctype.split(b";", 1)[0].strip().lower() in _SIMPLE_TEXT_TYPES):
             media = ctype.split(b";", 1)[0].strip().decode("latin-1")
             raise ProblemError(f"content type {media!r} is not accepted (a browser form could send it "
                                "cross-site); send application/json, text/csv, Parquet or multipart/form-data",
