@@ -1,9 +1,10 @@
 """Slow clients against a real `orchard serve` (service/server.py): 100 connections that never finish their
 headers (slowloris) and 100 that trickle their body are closed once their timeouts pass, with a 408 saying
-which limit, while a normal client is served meanwhile."""
+which limit, while a normal client is served meanwhile; what the server wrote is private."""
 
 import selectors
 import socket
+import stat
 import time
 
 import httpx
@@ -78,6 +79,16 @@ def test_slowloris_and_slow_bodies_are_cut_off_while_a_normal_client_is_served(t
         # none of the trickled bodies became a dataset; the server still answers
         with httpx.Client(base_url=server.url, timeout=30) as c:
             assert c.get("/v1/datasets").json()["count"] == 1
+        # what `orchard serve` wrote is private: the directory 0700, its files 0600 (storage/files.py)
+        modes = {}
+        for p in [data, *data.rglob("*")]:
+            try:
+                st = p.stat()
+            except FileNotFoundError:  # a temporary file gone meanwhile
+                continue
+            modes[str(p.relative_to(data))] = (stat.S_IMODE(st.st_mode), 0o600 if stat.S_ISREG(st.st_mode) else 0o700)
+        assert {"secret.key", "orchard.db"} <= set(modes) and any(p.startswith("datasets/") for p in modes)
+        assert all(mode == want for mode, want in modes.values()), modes
     finally:
         for s in socks:
             s.close()
