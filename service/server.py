@@ -3,6 +3,8 @@
 uvicorn bounds only the idle time between requests (keep-alive); a client that sends its headers or its body
 slowly (slowloris) would hold a connection forever. Each connection here has one deadline timer:
 
+Requests uvicorn cannot parse get a problem+json 400 with a request id (uvicorn's own is plain text).
+
 * headers: armed when the connection opens and after each answer, cancelled when a request's headers are
   complete; when it fires the connection is closed (with a 408 if part of a request had arrived).
 * body: armed when the headers are complete, cancelled when the body is; the client has
@@ -24,10 +26,15 @@ from .observability import new_request_id, valid_request_id
 BODY_MIN_RATE = 256 * 1024  # bytes per second of grace once the body timeout has passed
 
 
+def _raw_problem(status: int, title: str, detail: str, rid: bytes) -> bytes:
+    """A whole problem+json answer that closes the connection, written by the protocol itself."""
+    body = orjson.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail})
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/problem+json\r\nconnection: close\r\n"
+            b"x-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (status, title.encode(), rid, len(body), body))
+
+
 def _timeout_response(detail: str, rid: bytes) -> bytes:
-    body = orjson.dumps({"type": "about:blank", "title": "Request Timeout", "status": 408, "detail": detail})
-    return (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/problem+json\r\nconnection: close\r\n"
-            b"x-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (rid, len(body), body))
+    return _raw_problem(408, "Request Timeout", detail, rid)
 
 
 class TimedHttpToolsProtocol(HttpToolsProtocol):
@@ -85,6 +92,12 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
             self._await_headers()  # the next request's headers (uvicorn's keep-alive limits the idle time)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request it cannot parse, as problem+json with a request id like every other."""
+        self._disarm()
+        self.transport.write(_raw_problem(400, "Bad Request", msg, new_request_id().encode()))
+        self.transport.close()
 
     # -- deadlines ---------------------------------------------------------------------------------
     def _headers_timed_out(self) -> None:

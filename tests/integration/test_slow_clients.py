@@ -95,7 +95,7 @@ def test_slowloris_and_slow_bodies_are_cut_off_while_a_normal_client_is_served(t
         server.stop()
 
 
-def test_an_idle_connection_that_sent_nothing_is_closed_silently(tmp_path):
+def test_an_idle_connection_is_closed_silently_and_a_malformed_request_gets_a_problem(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     server = Server(data, _free_port(), ORCHARD_HEADER_TIMEOUT_S="1").start()
@@ -105,6 +105,14 @@ def test_an_idle_connection_that_sent_nothing_is_closed_silently(tmp_path):
         closed = _until_closed([s], time.monotonic() + 1 + MARGIN)
         assert closed == {s: b""}
         s.close()
+        # a request uvicorn cannot parse: a problem+json 400 with a request id, like every other answer
+        bad = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        bad.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        bad.setblocking(False)
+        answer = _until_closed([bad], time.monotonic() + MARGIN)[bad]
+        bad.close()
+        assert answer.startswith(b"HTTP/1.1 400 ") and b"application/problem+json" in answer, answer
+        assert b"x-request-id: " in answer and answer.endswith(b"}")
         # a keep-alive connection serves several requests, each within the header timeout
         with httpx.Client(base_url=server.url, timeout=30) as c:
             for _ in range(3):
