@@ -1,5 +1,6 @@
 """The column cap of uploads (ORCHARD_MAX_COLUMNS, service/services/widths.py): CSV, Parquet and JSON uploads
-wider than the cap get 422 naming the limit before the table is parsed; tables at the cap are stored."""
+and the inline tables of train and evaluate wider than the cap get 422 naming the limit before the table is
+parsed; tables at the cap are stored."""
 
 import io
 
@@ -11,7 +12,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.services.widths import csv_header_width
 from service.settings import Settings
-from tests.service.conftest import assert_problem
+from tests.service.conftest import assert_problem, wait_job
 
 CAP = 20
 
@@ -83,3 +84,16 @@ def test_the_csv_header_is_counted_with_quotes_and_only_as_far_as_needed(tmp_pat
     assert csv_header_width(path, 10**6) == 200_000
     path.write_bytes(b"only")
     assert csv_header_width(path, 5) == 1
+
+
+def test_inline_tables_of_train_and_evaluate_are_capped_too(narrow):
+    wide = _json(CAP + 1)
+    r = narrow.post("/v1/train", json={"algorithm": "linear_regression", "data": wide, "target": "c0"})
+    body = assert_problem(r, 422, f"the limit is {CAP}", "ORCHARD_MAX_COLUMNS")
+    assert body["errors"][0]["loc"] == ["body", "data", "columns"]
+    table = {**_json(CAP), "rows": [list(range(CAP))] * 5}
+    ok = narrow.post("/v1/train", json={"algorithm": "linear_regression", "data": table, "target": "c0"})
+    assert ok.status_code == 202, ok.text
+    assert wait_job(narrow, ok.json()["job"]["id"])["status"] == "succeeded"
+    r = narrow.post(f"/v1/models/{ok.json()['model_id']}/evaluate", json={"data": wide})
+    assert_problem(r, 422, f"the limit is {CAP}")
