@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     cors_origins: str = Field("", description="Comma-separated browser origins (scheme://host[:port], or `*`) allowed to call the API cross-origin (CORS); empty: CORS off, and cross-site state-changing requests are refused with 403.")
     header_timeout_s: float = Field(10.0, gt=0, description="Seconds a client has to send a request's headers (from the connection or the previous answer); then the connection is closed (slow clients).")
     body_timeout_s: float = Field(60.0, gt=0, description="Seconds a client has to send a request's body (plus one second per 256 KiB received, for large uploads); then 408 and the connection is closed.")
-    max_columns: int = Field(10_000, ge=1, description="Most columns an uploaded dataset (CSV, Parquet or JSON) may have; wider ones get 422 before the table is parsed.")
+    max_columns: int = Field(10_000, ge=1, description="Most columns an uploaded dataset (CSV, Parquet or JSON) or an inline table of train and evaluate may have; wider ones get 422 before the table is parsed.")
 
     def resolved_database_url(self) -> str:
         if self.database_url:
