@@ -76,7 +76,10 @@ FROM ${BASE_IMAGE}
 # python:*-slim ships its standard library without byte code, which the unprivileged user cannot write: every
 # start would compile the modules it imports again. Compile them once here (missing files only: a Debian base
 # has them already; left out: site-packages, test suites, GUI and 2to3 modules, never imported by Orchard).
-# A fixed unprivileged user (written directly: minimal bases may lack useradd).
+# A fixed unprivileged user (written directly: minimal bases may lack useradd). A container is reached by names
+# unknown here (service names, pod addresses of the kubelet's probes, load balancers): any Host is served
+# (ORCHARD_ALLOWED_HOSTS=*; set your names to narrow it). DNS rebinding targets a server on the browser's own
+# machine; the cross-site refusals hold whatever the Host (docs/decisions/browser-safety.md).
 RUN python3 -m compileall -q -j 0 --invalidation-mode unchecked-hash \
       -x '/(site-packages|dist-packages|test|tests|idlelib|tkinter|turtledemo|lib2to3|ensurepip)/' \
       "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" >/dev/null \
@@ -88,6 +91,7 @@ ENV PATH=/opt/orchard/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     ORCHARD_DATA_DIR=/data \
     ORCHARD_HOST=0.0.0.0 \
+    ORCHARD_ALLOWED_HOSTS=* \
     ORCHARD_PORT=8000
 VOLUME ["/data"]
 WORKDIR /data

@@ -7,6 +7,7 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, selection, train, v2
@@ -15,6 +16,7 @@ from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
+from .security import SAFE_METHODS, BrowserGuard, BrowserGuardMiddleware, parse_list
 from .services.janitor import Janitor
 from .services.jobs import Reconciler
 from .settings import Settings
@@ -77,12 +79,18 @@ def _describe_errors(schema: dict) -> None:
     v2 = {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}}
     for path, ops in schema.get("paths", {}).items():
         is_v2 = path == "/v2" or path.startswith("/v2/")
-        for op in ops.values():
+        for method, op in ops.items():
             responses = op.setdefault("responses", {})
             if op.get("operationId") in _MAY_FAIL_500:
                 responses.setdefault("500", {"description": "The stored model artifact failed verification"})
             if "requestBody" in op:
                 responses.setdefault("413", {"description": "Body too large"})
+            # the browser guard's answers (service/security.py), on every operation
+            responses.setdefault("400", {"description": "Host not allowed (ORCHARD_ALLOWED_HOSTS)"})
+            if method.upper() not in SAFE_METHODS:
+                responses.setdefault("403", {"description": "Cross-site request refused (Origin, Sec-Fetch-Site)"})
+                responses.setdefault("415", {"description": "Unsupported content type (text/plain and form "
+                                                            "bodies are refused)"})
             if is_v2 and "422" in responses:
                 r422 = responses.pop("422")
                 responses.setdefault("400", {"description": r422.get("description", "Invalid request")})
@@ -134,9 +142,11 @@ class OrchardApp(FastAPI):
     (api/fastpath.py), skipping the middleware stack and routing; every other request takes the normal path."""
 
     predict_front_door: PredictFrontDoor | None = None
+    cors = False  # with CORS on, predict takes the routed path, where CORSMiddleware adds its headers
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None:
+        if (scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None
+                and not self.cors):
             path = scope["path"]
             model_id = predict_model_id(path)
             if model_id is not None:
@@ -202,6 +212,15 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
                                               metrics.on_predict_v1 if metrics else None, settings.max_body_bytes,
                                               metrics.on_predict_v2 if metrics else None)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
+    cors_origins = parse_list(settings.cors_origins)
+    if cors_origins:  # off unless configured (docs/decisions/browser-safety.md)
+        app.cors = True
+        app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["*"],
+                           allow_headers=["*"], expose_headers=["X-Request-ID", "Location", "Retry-After"],
+                           max_age=600)
+    guard = BrowserGuard(parse_list(settings.allowed_hosts), cors_origins)
+    app.predict_front_door.check_request = guard.check  # the front door skips the middleware below
+    app.add_middleware(BrowserGuardMiddleware, guard=guard)  # Host allow-list, cross-site refusals
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)
     return app

@@ -19,6 +19,9 @@ def _settings(**overrides):
 def cmd_serve(args) -> int:
     settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers,
                          access_log=args.access_log)
+    refused = _check_data_dir(settings)
+    if refused:
+        return refused
     from .queue.embedded import prestart
 
     prestart(settings)  # the training workers import in parallel with the API's imports below
@@ -31,8 +34,26 @@ def cmd_serve(args) -> int:
 
     _flush_logs_on_signals()
     # uvicorn logs through the root logger (JSON lines); the access log is Orchard's own (with request ids)
+    from .server import timed_protocol
+
+    # header and body read timeouts at the protocol level (service/server.py): they hold for every route
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                log_config=None, access_log=False)
+                log_config=None, access_log=False,
+                http=timed_protocol(settings.header_timeout_s, settings.body_timeout_s))
+    return 0
+
+
+def _check_data_dir(settings) -> int:
+    """The data directory made private (before any process starts, so that the training workers inherit the
+    umask) and the signing key read or created: 2 with the reason on stderr when the key is refused."""
+    from .storage.files import SecretKeyError, private_data_dir
+
+    private_data_dir(settings.data_dir)
+    try:
+        settings.resolved_secret()
+    except SecretKeyError as exc:
+        print(f"orchard: refusing to start: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -60,6 +81,9 @@ def cmd_worker(args) -> int:
         print("orchard worker needs ORCHARD_QUEUE_URL=redis://... (the embedded queue runs inside `orchard serve`)",
               file=sys.stderr)
         return 2
+    refused = _check_data_dir(settings)
+    if refused:
+        return refused
     from .observability import configure_logging
 
     configure_logging(settings.log_level, settings.log_format)
@@ -74,7 +98,9 @@ def cmd_migrate(args) -> int:
 
     settings = _settings(data_dir=args.data_dir, database_url=args.database_url)
     if settings.resolved_database_url().startswith("sqlite"):
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        from .storage.files import private_data_dir
+
+        private_data_dir(settings.data_dir)
     meta = MetadataStore(settings.resolved_database_url())
     try:
         if args.check:

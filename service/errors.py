@@ -88,9 +88,29 @@ def v2_error_response(status: int, detail: str, headers: dict | None = None) -> 
                     headers=headers)
 
 
-def _is_v2(request: Request) -> bool:
-    path = request.url.path
+def is_v2_path(path: str) -> bool:
     return path == "/v2" or path.startswith("/v2/")
+
+
+def error_response(path: str, exc: ProblemError) -> Response:
+    """``exc`` answered as a handler would: V2's ``{"error"}`` under /v2 (422 as 400), problem+json elsewhere."""
+    if is_v2_path(path):
+        return v2_error_response(400 if exc.status == 422 else exc.status, exc.detail, exc.headers)
+    return problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers, exc.type_)
+
+
+UNEXPECTED = "an unexpected error occurred; see the server log"
+
+
+def unexpected_response(path: str) -> Response:
+    """The last-resort 500 of either protocol."""
+    if is_v2_path(path):
+        return v2_error_response(500, UNEXPECTED)
+    return problem_response(500, "Internal Server Error", UNEXPECTED)
+
+
+def _is_v2(request: Request) -> bool:
+    return is_v2_path(request.url.path)
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -129,6 +149,8 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # e.g. not UTF-8
+            return error_response(request.url.path, invalid(["body"], "the body is not valid JSON (UTF-8)"))
         title = _TITLES.get(exc.status_code, "Error")
         detail = exc.detail if isinstance(exc.detail, str) else title
         if exc.status_code == 404 and detail == "Not Found":
@@ -144,6 +166,4 @@ def install_handlers(app: FastAPI) -> None:
         import logging
 
         logging.getLogger("orchard").exception("unhandled error on %s %s", request.method, request.url.path)
-        if _is_v2(request):
-            return v2_error_response(500, "an unexpected error occurred; see the server log")
-        return problem_response(500, "Internal Server Error", "an unexpected error occurred; see the server log")
+        return unexpected_response(request.url.path)

@@ -33,6 +33,9 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import ClientDisconnect
+
+from .errors import unexpected_response
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("orchard_request_id", default=None)
 access_log = logging.getLogger("orchard.access")
@@ -534,8 +537,11 @@ class Observability:
         state = [500, 0]  # status, body bytes
         start = perf_counter_ns()
 
+        started = [False]
+
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
+                started[0] = True
                 state[0] = message["status"]
                 message["headers"] = [*message.get("headers", ()), rid_header]
             else:
@@ -544,6 +550,16 @@ class Observability:
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except ClientDisconnect:
+            state[0] = 499  # the client went away (or was cut off: service/server.py) before its body came
+        except Exception:
+            # the last resort answered here, not by Starlette's ServerErrorMiddleware (outside this layer): the
+            # 500 carries the request id too
+            logging.getLogger("orchard").exception("unhandled error on %s %s", scope.get("method"),
+                                                   scope.get("path"))
+            if started[0]:
+                raise  # too late for an answer: the server closes the connection
+            await unexpected_response(scope.get("path", ""))(scope, receive, send_wrapper)
         finally:
             route = getattr(scope.get("route"), "path", None) or "<unmatched>"
             self.record(scope, route, state[0], perf_counter_ns() - start, state[1], rid_header[1])

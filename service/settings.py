@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     janitor_grace_s: float = Field(3600.0, ge=0, description="Age (seconds without change) after which the janitor collects orphan artifacts (no metadata row) and temporary directories of ended processes.")
     janitor_interval_s: float = Field(900.0, gt=0, description="Seconds between the janitor's passes in each API process (it also runs at start).")
 
+    allowed_hosts: str = Field("localhost,127.0.0.1,[::1]", description="Comma-separated host names a request's Host header may name (any port; `*.example.com` a domain and its subdomains; `*` any host); others get 400. Refuses DNS rebinding. The container image sets `*` (docs/decisions/browser-safety.md).")
+    cors_origins: str = Field("", description="Comma-separated browser origins (scheme://host[:port], or `*`) allowed to call the API cross-origin (CORS); empty: CORS off, and cross-site state-changing requests are refused with 403.")
+    header_timeout_s: float = Field(10.0, gt=0, description="Seconds a client has to send a request's headers (from the connection or the previous answer); then the connection is closed (slow clients).")
+    body_timeout_s: float = Field(60.0, gt=0, description="Seconds a client has to send a request's body (plus one second per 256 KiB received, for large uploads); then 408 and the connection is closed.")
+    max_columns: int = Field(10_000, ge=1, description="Most columns an uploaded dataset (CSV, Parquet or JSON) or an inline table of train and evaluate may have; wider ones get 422 before the table is parsed.")
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
@@ -58,21 +64,6 @@ class Settings(BaseSettings):
     def resolved_secret(self) -> bytes:
         if self.secret_key:
             return self.secret_key.encode()
-        path = self.data_dir / "secret.key"
-        if path.exists():
-            return path.read_bytes().strip()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        key = os.urandom(32).hex().encode()
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(key)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)  # first writer wins if two processes race
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path.read_bytes().strip()
+        from .storage.files import load_or_create_secret
+
+        return load_or_create_secret(self.data_dir)

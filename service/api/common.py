@@ -22,8 +22,11 @@ def errors(*codes: int) -> dict:
     return {c: {**ERRORS[c], "content": {"application/problem+json": ref}} for c in codes}
 
 
+MAX_OFFSET = 2**31 - 1  # bounded in the schema: larger values overflow database integers
+
+
 class Page:
-    def __init__(self, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0)):
+    def __init__(self, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET)):
         self.limit = limit
         self.offset = offset
 

@@ -17,6 +17,7 @@ from ..schemas.models import Dataset, DatasetCreateJSON, DatasetList, RowsPage
 from ..services import datasets as ds
 from ..services.ingest import parse_csv_file, parse_parquet_file
 from ..services.tables import parse_json_table, parse_types_query
+from ..services.widths import check_upload_width, check_width
 from .common import Page, errors
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -37,7 +38,7 @@ _UPLOAD_DOC = {
 }
 
 
-CSV_TYPES = ("text/csv", "application/csv", "text/plain")
+CSV_TYPES = ("text/csv", "application/csv")  # not text/plain: a browser form could send it cross-site
 PARQUET_TYPES = ("application/vnd.apache.parquet", "application/x-parquet", "application/parquet")
 
 
@@ -74,6 +75,8 @@ async def upload_dataset(request: Request, response: Response,
         tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
         try:
             await _stream_to_file(request, tmp, r.settings.max_body_bytes)
+            await run_in_threadpool(check_upload_width, tmp, "parquet" if ctype in PARQUET_TYPES else "csv",
+                                    r.settings.max_columns)
             if ctype in PARQUET_TYPES:
                 cols = await run_in_threadpool(parse_parquet_file, tmp, forced)
             else:
@@ -95,6 +98,8 @@ async def upload_dataset(request: Request, response: Response,
             try:
                 with open(tmp, "wb") as fh:
                     await run_in_threadpool(shutil.copyfileobj, part.file, fh)
+                await run_in_threadpool(check_upload_width, tmp, "parquet" if hint == "parquet" else "auto",
+                                        r.settings.max_columns)
                 cols = await run_in_threadpool(_parse_file, tmp, forced, hint)
             finally:
                 if os.path.exists(tmp):
@@ -110,6 +115,7 @@ async def upload_dataset(request: Request, response: Response,
             loc = ["body", *e["loc"]]
             msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
             raise invalid(loc, msg) from None
+        check_width(len(body.columns), r.settings.max_columns, ["body", "columns"])
         name = name or body.name
         merged = {**(body.types or {}), **forced}
         cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, merged)

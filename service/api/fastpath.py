@@ -57,6 +57,8 @@ def _v2_bundle(runtime, name: str):
 
 
 class PredictFrontDoor:
+    check_request = staticmethod(lambda scope: None)  # the app's BrowserGuard.check (service/security.py)
+
     def __init__(self, get_runtime, observability, on_predict, body_limit: int, on_infer=None):
         self.get_runtime = get_runtime
         self.runtime = None  # set by the app's lifespan
@@ -87,6 +89,7 @@ class PredictFrontDoor:
         status, nbytes = 500, 0
         try:
             try:
+                self.check_request(scope)  # Host allow-list, cross-site refusal: raises a ProblemError
                 # the body: type, declared and streamed size, JSON (one coroutine: no await of a helper's)
                 if ctype is not None and ctype != _JSON and hlen is None:
                     media = ctype.split(b";", 1)[0].strip().lower()

@@ -32,6 +32,7 @@ from ..services.importance import submit_importance
 from ..services.inference import run_sized
 from ..services.tables import parse_json_table
 from ..services.training import _target_values
+from ..services.widths import check_width
 from .common import Page, decode_json, errors, raw_json_body
 from .jobs import job_view
 
@@ -151,6 +152,7 @@ def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
     if (body.dataset_id is None) == (body.data is None):
         raise invalid(["body", "dataset_id"], "give exactly one of dataset_id or data")
     if body.data is not None:
+        check_width(len(body.data.columns), r.settings.max_columns, ["body", "data", "columns"])
         cols = parse_json_table(body.data.columns, body.data.rows, body.data.types, loc=("body", "data"))
     else:
         ds.get_record(r.meta, body.dataset_id)

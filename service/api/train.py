@@ -4,6 +4,7 @@ from starlette.concurrency import run_in_threadpool
 from ..runtime import rt
 from ..schemas.models import TrainAccepted, TrainRequest
 from ..services.training import submit_train
+from ..services.widths import check_width
 from .common import errors
 from .jobs import job_view
 
@@ -17,6 +18,7 @@ async def train_model(body: TrainRequest, request: Request, response: Response):
     r = rt(request)
     req = body.model_dump()
     if body.data is not None:
+        check_width(len(body.data.columns), r.settings.max_columns, ["body", "data", "columns"])
         req["data"] = body.data.model_dump()
     job, model_id = await run_in_threadpool(submit_train, r.meta, r.art, req, r.queue.enqueue,
                                             r.settings.classifier_max_numeric_classes, r.settings.max_train_bytes)

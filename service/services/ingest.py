@@ -171,7 +171,10 @@ def columns_from_arrow(table: pa.Table | list, forced_types: Mapping[str, str] |
         table = table.pop()
     loc = list(loc)
     forced_types = dict(forced_types or {})
-    names = [str(n) for n in table.column_names]
+    try:
+        names = [str(n) for n in table.column_names]
+    except UnicodeDecodeError:
+        raise invalid([*loc, "header"], "the column names are not valid UTF-8; re-encode the file as UTF-8") from None
     notes = []
     if table.num_rows == 0:
         raise invalid(loc, "the table has a header but no data rows")

@@ -137,6 +137,16 @@ def _tensor_from_json(t: dict, blob: memoryview | None) -> Tensor:
     return Tensor(name, datatype, shape, arr.reshape(shape))
 
 
+def _parameters(item: dict, kind: str) -> dict:
+    """An input's or output's ``parameters``: an object (or absent)."""
+    params = item.get("parameters")
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise bad(f"{kind} {item.get('name')!r}: 'parameters' must be an object")
+    return params
+
+
 def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
     if header_length is not None:
         try:
@@ -168,7 +178,7 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
         raise bad("'inputs' must be a non-empty list of tensors")
     tensors, offset = [], 0
     for t in inputs:
-        size = ((t.get("parameters") or {}).get("binary_data_size") if isinstance(t, dict) else None)
+        size = _parameters(t, "input").get("binary_data_size") if isinstance(t, dict) else None
         blob = None
         if size is not None:
             if type(size) is not int or size < 0 or offset + size > len(rest):
@@ -186,6 +196,8 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
         if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str)
                                                     for o in outputs):
             raise bad("'outputs' must be a list of objects with a 'name'")
+        for o in outputs:
+            _parameters(o, "output")
     rid = req.get("id")
     if rid is not None and not isinstance(rid, str):
         raise bad("'id' must be a string")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..settings import Settings
 from .artifacts import ArtifactStore
+from .files import private_data_dir
 from .metadata import MetadataStore
 
 
 def open_stores(settings: Settings) -> tuple[MetadataStore, ArtifactStore]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_data_dir(settings.data_dir)  # 0700, and this process's files 0600 (storage/files.py)
     meta = MetadataStore(settings.resolved_database_url())
     meta.upgrade_schema()  # Alembic, under a lock: concurrent first starts are safe
     return meta, open_artifacts(settings)

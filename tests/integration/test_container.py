@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -315,6 +316,7 @@ def test_image_configuration(image):
     assert "/data" in (cfg.get("Volumes") or {})
     env = dict(e.split("=", 1) for e in cfg["Env"])
     assert env["ORCHARD_DATA_DIR"] == "/data" and env["ORCHARD_HOST"] == "0.0.0.0"
+    assert env["ORCHARD_ALLOWED_HOSTS"] == "*"  # reached by names unknown at build time (browser-safety.md)
     health = info.get("Healthcheck") or cfg.get("Healthcheck")
     assert health and "/health/live" in " ".join(health["Test"]), health
     size_mb = info["Size"] / 1e6
@@ -365,9 +367,16 @@ def test_container_serves_the_walkthrough(image, tmp_path):
         assert c.get(f"/v2/models/{mid}/ready").status_code == 200
         assert "orchard_http_requests_total" in c.get("/metrics").text
         assert c.get("/health/live", headers={"X-Request-ID": "ctr-1"}).headers["x-request-id"] == "ctr-1"
+        # any Host is served in the container (a service name, a pod address); cross-site writes are not
+        assert c.get("/v1/algorithms", headers={"Host": "orchard.svc.cluster.local:8000"}).status_code == 200
+        xsite = c.post("/v1/datasets?name=x", content=iris_csv(), headers={"content-type": "text/plain",
+                                                                            "origin": "http://evil.example"})
+        assert xsite.status_code == 403 and len(c.get("/v1/datasets").json()["data"]) == 1
         # state lives in the /data volume, written by the unprivileged user
         assert (data / "orchard.db").exists() and (data / "secret.key").exists()
         assert (data / "orchard.db").stat().st_uid == 10001
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        assert {stat.S_IMODE((data / f).stat().st_mode) for f in ("orchard.db", "secret.key")} == {0o600}
         c.close()
     finally:
         ctr.stop()
