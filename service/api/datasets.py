@@ -11,11 +11,11 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import TooLarge, UnsupportedMedia, invalid
+from ..errors import UnsupportedMedia, invalid
 from ..runtime import rt
 from ..schemas.models import Dataset, DatasetCreateJSON, DatasetList, RowsPage
 from ..services import datasets as ds
-from ..services.tables import parse_csv_file, parse_json_table, parse_parquet_file, parse_types_query
+from ..services.tables import parse_json_table, parse_types_query
 from .common import Page, errors
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -40,24 +40,15 @@ CSV_TYPES = ("text/csv", "application/csv", "text/plain")
 PARQUET_TYPES = ("application/vnd.apache.parquet", "application/x-parquet", "application/parquet")
 
 
-def _parse_file(path: str, forced: dict, hint: str):
+def _kind(ctype: str, path: str | None = None, filename: str | None = None) -> str:
     """Parquet when the content type or file name says so or the file starts with Parquet's magic bytes."""
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if hint == "parquet" or magic == b"PAR1":
-        return parse_parquet_file(path, forced)
-    return parse_csv_file(path, forced)
-
-
-async def _stream_to_file(request: Request, path: str, limit: int) -> int:
-    total = 0
-    with open(path, "wb") as fh:
-        async for chunk in request.stream():
-            total += len(chunk)
-            if total > limit:
-                raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-            fh.write(chunk)
-    return total
+    if ctype in PARQUET_TYPES or (filename or "").lower().endswith((".parquet", ".pq")):
+        return "parquet"
+    if path is not None:
+        with open(path, "rb") as fh:
+            if fh.read(4) == b"PAR1":
+                return "parquet"
+    return "csv"
 
 
 @router.post("", status_code=201, response_model=Dataset, operation_id="upload_dataset",
@@ -70,16 +61,8 @@ async def upload_dataset(request: Request, response: Response,
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     forced = parse_types_query(types)
     if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
-        tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
-        try:
-            await _stream_to_file(request, tmp, r.settings.max_body_bytes)
-            if ctype in PARQUET_TYPES:
-                cols = await run_in_threadpool(parse_parquet_file, tmp, forced)
-            else:
-                cols = await run_in_threadpool(parse_csv_file, tmp, forced)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        record = await ds.upload_stream(r.meta, r.art, request.stream(), r.settings.max_body_bytes,
+                                        _kind(ctype), forced, name)
     elif ctype == "multipart/form-data":
         form = await request.form()
         try:
@@ -88,13 +71,12 @@ async def upload_dataset(request: Request, response: Response,
                 raise invalid(["body", "file"], "the multipart body needs a 'file' part holding a CSV or Parquet file")
             name = name or (form.get("name") if isinstance(form.get("name"), str) else None) or part.filename
             part_type = (part.content_type or "").split(";")[0].strip().lower()
-            hint = "parquet" if (part_type in PARQUET_TYPES or (part.filename or "").lower().endswith(
-                (".parquet", ".pq"))) else "csv"
             tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
             try:
                 with open(tmp, "wb") as fh:
                     await run_in_threadpool(shutil.copyfileobj, part.file, fh)
-                cols = await run_in_threadpool(_parse_file, tmp, forced, hint)
+                kind = _kind(part_type, tmp, part.filename)
+                record = await run_in_threadpool(ds.ingest_file, r.meta, r.art, tmp, kind, forced, name)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
@@ -112,12 +94,12 @@ async def upload_dataset(request: Request, response: Response,
         name = name or body.name
         merged = {**(body.types or {}), **forced}
         cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, merged)
+        record = await run_in_threadpool(ds.store_columns, r.meta, r.art, cols, name)
     else:
         raise UnsupportedMedia(
             f"content type {ctype or '(none)'!r} is not supported; send text/csv, application/vnd.apache.parquet, "
             "multipart/form-data with a 'file' part, or application/json"
         )
-    record = await run_in_threadpool(ds.store_columns, r.meta, r.art, cols, name)
     response.headers["Location"] = f"/v1/datasets/{record['id']}"
     return record
 
