@@ -8,6 +8,7 @@ import uuid
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -131,10 +132,9 @@ def get_dataset_rows(request: Request, dataset_id: str, page: Page = Depends(),
     record = ds.get_record(r.meta, dataset_id)
     if format != "json":
         limit = page.limit if "limit" in request.query_params else None
-        body = ds.export_table(r.art, record, format, limit, page.offset)
-        ext = "parquet" if format == "parquet" else "csv"
-        return Response(body, media_type=_EXPORT_TYPES[format],
-                        headers={"Content-Disposition": f'attachment; filename="{dataset_id}.{ext}"'})
+        return StreamingResponse(ds.export_stream(r.art, record, format, limit, page.offset),
+                                 media_type=_EXPORT_TYPES[format],
+                                 headers={"Content-Disposition": f'attachment; filename="{dataset_id}.{format}"'})
     return Response(orjson.dumps(ds.rows_page(r.art, record, page.limit, page.offset)),
                     media_type="application/json")
 

@@ -99,15 +99,22 @@ class Column:
             return [None if np.isnat(v) else _iso(v) for v in vals]
         return [None if c < 0 else self.categories[c] for c in vals.tolist()]
 
-    def to_arrow(self, *, text: bool = False):
-        """The column as an Arrow array (``text``: datetimes as ISO strings, for CSV)."""
+    def integral(self) -> bool:
+        """Whether every present value of a numeric column is a whole number (exported as integers)."""
+        v = self.values[~self.missing]
+        return bool(v.size) and bool(np.all(np.mod(v, 1) == 0)) and bool(np.all(np.abs(v) < 2**53))
+
+    def to_arrow(self, *, text: bool = False, integral: bool | None = None):
+        """The column as an Arrow array (``text``: datetimes as ISO strings, for CSV; ``integral``: numbers as
+        integers, decided on the whole column by the caller when it exports in pieces)."""
         import pyarrow as pa
 
         miss = self.missing
         if self.type == "numeric":
             v = self.values
-            present = v[~miss]
-            if present.size and np.all(np.mod(present, 1) == 0) and np.all(np.abs(present) < 2**53):
+            if integral is None:
+                integral = self.integral()
+            if integral:
                 return pa.array(np.where(miss, 0, v).astype(np.int64), mask=miss)
             return pa.array(v, mask=miss)
         if self.type == "boolean":
@@ -116,9 +123,12 @@ class Column:
                 return pa.array(lab[np.where(miss, 0, self.values).astype(np.intp)], type=pa.string(), mask=miss)
             return pa.array(self.values == 1, mask=miss)
         if self.type == "datetime":
-            if text:
-                return pa.array(self.python_values(slice(None)), type=pa.string())
-            return pa.array(self.values, type=pa.timestamp("us"))
+            v = np.asarray(self.values, dtype="datetime64[us]")
+            if text:  # ISO 8601: the date alone at midnight, else to the second (as python_values)
+                s = np.datetime_as_string(v, unit="s")
+                midnight = v.astype(np.int64) % 86_400_000_000 == 0
+                return pa.array(np.where(midnight, s.astype("U10"), s), type=pa.string(), mask=miss)
+            return pa.array(v, type=pa.timestamp("us"), mask=miss)
         codes = np.where(miss, 0, self.values).astype(np.int32)
         return pa.DictionaryArray.from_arrays(pa.array(codes, mask=miss), pa.array(self.categories, pa.string()))
 
@@ -191,12 +201,6 @@ def parse_parquet_file(path, forced_types: Mapping[str, str] | None = None) -> T
     from .ingest import parse_parquet_file as parse
 
     return parse(path, forced_types)
-
-
-def to_arrow_table(columns: Sequence[Column], *, text: bool = False):
-    import pyarrow as pa
-
-    return pa.table({c.name: c.to_arrow(text=text) for c in columns})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -307,4 +311,4 @@ def _cat_str(v) -> str:
 
 
 __all__ = ["Column", "Table", "TYPES", "parse_csv_file", "parse_parquet_file", "parse_json_table",
-           "parse_types_query", "to_arrow_table"]
+           "parse_types_query"]

@@ -321,3 +321,32 @@ def test_datasets_stored_before_arrow_still_load(client):
     assert client.get("/v1/datasets").json()["data"][0]["notes"] == []
     rows = client.get(f"/v1/datasets/{ds['id']}/rows").json()["rows"]
     assert rows == [[1, "x"], [2, "y"]]
+
+
+def test_export_streams_every_row_in_pieces(client, monkeypatch):
+    """Parquet and CSV exports are written piece by piece (one row group per piece) and streamed; the numeric
+    type is settled on the whole column, so pieces of whole numbers and of decimals make one schema."""
+    from service.services import datasets as ds_service
+
+    monkeypatch.setattr(ds_service, "EXPORT_ROWS", 4)
+    n = 10
+    data = {"v": [float(i) for i in range(9)] + [9.5], "k": [None if i % 4 == 0 else i for i in range(n)],
+            "d": [f"2021-01-{i + 1:02d}" if i % 3 else f"2021-01-{i + 1:02d}T06:30:00" for i in range(n)],
+            "c": [["a", "b", None][i % 3] for i in range(n)], "ok": [["yes", "no"][i % 2] for i in range(n)]}
+    ds = _upload(client, data)
+    with client.stream("GET", f"/v1/datasets/{ds['id']}/rows", params={"format": "parquet"}) as r:
+        assert r.status_code == 200 and "content-length" not in r.headers  # streamed, not sized in advance
+        body = b"".join(r.iter_bytes())
+    f = pq.ParquetFile(io.BytesIO(body))
+    assert f.metadata.num_row_groups == 3 and f.metadata.num_rows == n
+    t = f.read()
+    assert t.schema.field("v").type == pa.float64() and t.schema.field("k").type == pa.int64()
+    assert t.column("v").to_pylist() == data["v"] and t.column("k").to_pylist() == data["k"]
+    assert t.column("c").to_pylist() == data["c"] and t.column("ok").to_pylist() == data["ok"]
+    csv = client.get(f"/v1/datasets/{ds['id']}/rows", params={"format": "csv", "offset": 3, "limit": 6}).text
+    lines = csv.splitlines()
+    assert len(lines) == 7 and lines[0].replace('"', "") == "v,k,d,c,ok"
+    assert lines[1].replace('"', "") == "3,3,2021-01-04T06:30:00,a,no"
+    assert lines[2].replace('"', "") == "4,,2021-01-05,b,yes"
+    again = upload_csv(client, client.get(f"/v1/datasets/{ds['id']}/rows", params={"format": "csv"}).text)
+    assert again.json()["columns"] == ds["columns"]  # the CSV export reads back as the same dataset
