@@ -350,3 +350,50 @@ def test_export_streams_every_row_in_pieces(client, monkeypatch):
     assert lines[2].replace('"', "") == "4,,2021-01-05,b,yes"
     again = upload_csv(client, client.get(f"/v1/datasets/{ds['id']}/rows", params={"format": "csv"}).text)
     assert again.json()["columns"] == ds["columns"]  # the CSV export reads back as the same dataset
+
+
+# ------------------------------------------------------------------------------------------- submit-time checks
+def test_problems_visible_before_fitting_are_422_at_submit_naming_the_column(client):
+    """Train and selection requests: each problem the dataset's record shows is a 422 naming the column."""
+    rng = np.random.default_rng(0)
+    n = 120
+    data = {"when": [str(np.datetime64("2020-01-01") + i) for i in range(n)],
+            "x": rng.normal(size=n).round(3).tolist(), "mpg": (20 + 5 * rng.normal(size=n)).round(2).tolist(),
+            "name": [f"n{i % 7}" for i in range(n)], "plate": [f"p{i:04d}" for i in range(n)],
+            "y": [i % 2 for i in range(n)]}
+    ds = _upload(client, data)
+    base = {"dataset_id": ds["id"]}
+    train_cases = [
+        ({"algorithm": "random_forest_classifier", "target": "mpg"}, ["target"], "'mpg'", "regressor"),
+        ({"algorithm": "linear_regression", "target": "name"}, ["target"], "'name'", "classifier"),
+        ({"algorithm": "linear_regression", "target": "mpg", "features": ["x", "nope"]}, ["features"], "'nope'"),
+        ({"algorithm": "linear_regression", "target": "mpg", "preprocessing": {"drop": ["gone"]}},
+         ["preprocessing", "drop", 0], "'gone'"),
+        ({"algorithm": "linear_regression", "target": "mpg", "validation": {"holdout": 0.2, "time_column": "later"}},
+         ["validation", "time_column"], "'later'"),
+        ({"algorithm": "linear_regression", "target": "mpg", "validation": {"holdout": 0.2, "time_column": "name"}},
+         ["validation", "time_column"], "'name'", "datetime"),
+        ({"algorithm": "linear_regression", "target": "mpg",
+          "preprocessing": {"drop": ["when", "x", "name", "y"]}}, ["features"], "no feature column is left", "plate"),
+    ]
+    for body, loc, *fragments in train_cases:
+        r = client.post("/v1/train", json={**base, **body})
+        assert_problem(r, 422, *fragments)
+        assert r.json()["errors"][0]["loc"] == ["body", *loc], (body, r.json())
+    selection_cases = [
+        ("/v1/cross-validate", {"algorithm": "random_forest_classifier", "target": "mpg"}, "'mpg'", "regressor"),
+        ("/v1/cross-validate", {"algorithm": "linear_regression", "target": "name"}, "'name'", "classifier"),
+        ("/v1/cross-validate", {"algorithm": "linear_regression", "target": "mpg", "features": ["nope"]}, "'nope'"),
+        ("/v1/learning-curve", {"algorithm": "random_forest_classifier", "target": "mpg"}, "'mpg'", "regressor"),
+        ("/v1/automl", {"task": "classification", "target": "mpg"}, "'mpg'", "regressor"),
+    ]
+    for url, body, *fragments in selection_cases:
+        assert_problem(client.post(url, json={**base, **body}), 422, *fragments)
+    assert client.get("/v1/jobs").json()["count"] == 0  # nothing was queued
+    # the identifier-like column is left out of a cross-validation as of a training, with the same note
+    r = client.post("/v1/cross-validate", json={**base, "algorithm": "decision_tree_classifier", "target": "y",
+                                                "folds": 3})
+    assert r.status_code == 202, r.text
+    job = wait_job(client, r.json()["job"]["id"])
+    assert job["status"] == "succeeded", job
+    assert any("'plate'" in note and "identifier" in note for note in job["result"]["notes"])
