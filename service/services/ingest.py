@@ -437,6 +437,8 @@ class _Writer:
             col = sink.finish()
             final = self.staging / f"c{k}.npy"
             os.replace(sink.path, final)
+            col.values = np.load(final, allow_pickle=False)  # read once, in memory, one column at a time: the
+            col.described = col.schema()  # record's summaries, without the file's pages mapped into the process
             col.values = _load(final)
             out.append(col)
         for p in self.staging.glob("s*.npy"):

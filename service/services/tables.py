@@ -38,6 +38,7 @@ class Column:
     values: np.ndarray  # float64 (numeric/boolean), int32 codes (categorical), datetime64[us] (datetime)
     categories: list[str] = field(default_factory=list)
     labels: list[str] | None = None  # boolean only: the [false, true] spellings of a yes/no column
+    described: dict | None = None  # schema() computed in advance (ingestion: from the file, before mmapping it)
 
     @property
     def missing(self) -> np.ndarray:
@@ -48,6 +49,8 @@ class Column:
         return np.isnan(self.values)
 
     def schema(self) -> dict:
+        if self.described is not None:
+            return dict(self.described)
         return {"name": self.name, "type": self.type, "n_missing": int(self.missing.sum()), "summary": self.summary()}
 
     def summary(self) -> dict:
