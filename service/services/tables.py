@@ -179,6 +179,8 @@ def check_forced(types: Mapping[str, str], header: Sequence[str], loc) -> None:
 
 
 def check_header(header: Sequence[str], loc) -> list[str]:
+    """The one check of a table's column names, for CSV, Parquet and JSON alike, made as soon as the header
+    is known and before any row is stored: empty and duplicate names (the place for any limit on columns)."""
     names = [str(h).strip() for h in header]
     if not names:
         raise invalid(loc, "the table has no columns")
