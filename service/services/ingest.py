@@ -43,13 +43,14 @@ class BodySpool:
     """A temporary file written by the request handler (``write``, then ``finish`` or ``fail``) and read, as it
     grows, by any number of ``reader()`` streams in other threads (a reader waits for more bytes or the end)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, complete: bool = False):
+        """A new, empty spool file; with ``complete``, the existing file at ``path`` as a finished spool."""
         self.path = str(path)
-        self._fh = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed by finish/fail
         self._cond = threading.Condition()
-        self.size = 0
-        self.done = False
         self.error: BaseException | None = None
+        self.done = complete
+        self.size = os.path.getsize(self.path) if complete else 0
+        self._fh = None if complete else open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed by _close
 
     def write(self, chunk: bytes) -> None:
         self._fh.write(chunk)
@@ -64,7 +65,7 @@ class BodySpool:
         self._close(exc)
 
     def _close(self, exc: BaseException | None) -> None:
-        if not self._fh.closed:
+        if self._fh is not None and not self._fh.closed:
             self._fh.close()
         with self._cond:
             self.done, self.error = True, exc
@@ -113,12 +114,7 @@ class _SpoolReader(io.RawIOBase):
 
 def spool_file(path: str | os.PathLike) -> BodySpool:
     """A finished spool over an existing file (multipart parts, tests)."""
-    spool = BodySpool.__new__(BodySpool)
-    spool.path, spool._cond, spool.error, spool.done = str(path), threading.Condition(), None, True
-    spool.size = os.path.getsize(path)
-    spool._fh = io.BytesIO()
-    spool._fh.close()
-    return spool
+    return BodySpool(path, complete=True)
 
 
 # ----------------------------------------------------------------------------------------------
