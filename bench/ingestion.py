@@ -1,19 +1,22 @@
 """Dataset ingestion speed: the whole HTTP upload against pandas.read_csv and against the previous CSV path.
 
 Generates a mixed CSV of about --mb megabytes in a temporary directory (floats, integers, categories,
-yes/no, ISO dates, missing values) and the same data as Parquet, starts two `orchard serve` processes
-(this tree, and the tree of --baseline-commit: the hand-written `csv`-module parser, exported with
-`git archive` into the temporary directory), and times in interleaved rounds:
+yes/no, ISO dates, missing values) and the same data as Parquet, starts three `orchard serve` processes
+(this tree with Arrow's default thread pool; this tree with OMP_NUM_THREADS=1, i.e. one Arrow thread, which
+is also the number of pieces parsed at once; the tree of --baseline-commit, the hand-written `csv`-module
+parser, exported with `git archive` into the temporary directory), and times in interleaved rounds:
 
-- `pandas.read_csv(file)` alone (in this process; parse only, no storage);
-- the HTTP upload of the CSV to this tree (stream, parse, types, storage, metadata);
-- the HTTP upload of the Parquet file to this tree;
-- the HTTP upload of the CSV to the baseline tree ("today's CSV path" before Arrow).
+- `pandas.read_csv(file)` alone (in this process, C engine: single-threaded; parse only, no storage);
+- the HTTP upload of the CSV to this tree, Arrow threads at default and at 1 (stream, parse, types, storage,
+  metadata);
+- the HTTP upload of the Parquet file to this tree (default threads);
+- the HTTP upload of the CSV to the baseline tree ("today's CSV path" before Arrow); --baseline-rounds of them.
 
-Prints the medians and the ratios. Each dataset is deleted after its round. Keep runs short: the CPUs are
-shared (default 100 MB, 3 rounds: about three minutes).
+Prints wall-clock medians, the CPU seconds each took (pandas: this process; uploads: the server process, all
+its threads; CPU time does not depend on how loaded the machine is) and the ratios. Each dataset is deleted
+after its round. Report `uptime` with the figures: the CPUs are shared.
 
-Usage: python bench/ingestion.py [--mb 100] [--rounds 3] [--baseline-commit a306d88]
+Usage: python bench/ingestion.py [--mb 100] [--rounds 5] [--baseline-rounds 1] [--baseline-commit a306d88]
 """
 
 from __future__ import annotations
@@ -68,8 +71,11 @@ def make_csv(path: Path, mb: int) -> int:
     return path.stat().st_size
 
 
-def start_server(cwd: Path, data_dir: Path) -> tuple[subprocess.Popen, str]:
+def start_server(cwd: Path, data_dir: Path, threads: int | None = None) -> tuple[subprocess.Popen, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
+    env.pop("OMP_NUM_THREADS", None)  # Arrow sizes its thread pool from it
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     env["PYTHONPATH"] = str(cwd)
     port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
@@ -80,23 +86,30 @@ def start_server(cwd: Path, data_dir: Path) -> tuple[subprocess.Popen, str]:
     return p, base
 
 
-def upload(base: str, path: Path, ctype: str) -> float:
-    t0 = time.perf_counter()
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, all threads
+
+
+def upload(server: subprocess.Popen, base: str, path: Path, ctype: str) -> tuple[float, float]:
+    c0, t0 = cpu_seconds(server.pid), time.perf_counter()
     with open(path, "rb") as fh:
         r = httpx.post(base + "/v1/datasets", content=fh, headers={"content-type": ctype}, timeout=900)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, cpu_seconds(server.pid) - c0
     r.raise_for_status()
     httpx.delete(base + f"/v1/datasets/{r.json()['id']}", timeout=60).raise_for_status()
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
     import pandas as pd
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline-rounds", type=int, default=1)
     ap.add_argument("--baseline-commit", default="a306d88")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="orchard-ingest-"))
@@ -107,39 +120,58 @@ def main() -> None:
         parquet = tmp / "mixed.parquet"
         frame = pd.read_csv(csv)
         n_rows = len(frame)
-        pq.write_table(__import__("pyarrow").Table.from_pandas(frame, preserve_index=False), parquet)
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), parquet)
         del frame
         old = tmp / "baseline"
         old.mkdir()
         archive = subprocess.run(["git", "archive", args.baseline_commit], cwd=ROOT, check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-        new_srv, new = start_server(ROOT, tmp / "data-new")
-        servers.append(new_srv)
-        old_srv, base_old = start_server(old, tmp / "data-old")
-        servers.append(old_srv)
-        times: dict[str, list[float]] = {"pandas.read_csv": [], "upload CSV": [], "upload Parquet": [],
-                                         "upload CSV, baseline": []}
-        for _ in range(args.rounds):
-            t0 = time.perf_counter()
-            pd.read_csv(csv)
-            times["pandas.read_csv"].append(time.perf_counter() - t0)
-            times["upload CSV"].append(upload(new, csv, "text/csv"))
-            times["upload Parquet"].append(upload(new, parquet, "application/vnd.apache.parquet"))
-            times["upload CSV, baseline"].append(upload(base_old, csv, "text/csv"))
-        med = {k: statistics.median(v) for k, v in times.items()}
-        cpu = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True,
-                    text=True).stdout.splitlines() if ln.startswith("Model name")), "?")
-        print(f"# bench/ingestion.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {cpu}, {os.cpu_count()} CPUs")
+        srv = {}
+        for key, cwd, threads in (("default", ROOT, None), ("one", ROOT, 1), ("baseline", old, None)):
+            srv[key] = start_server(cwd, tmp / f"data-{key}", threads)
+            servers.append(srv[key][0])
+        runs = {"pandas.read_csv": lambda: None,
+                "upload CSV, Arrow threads default": lambda: upload(*srv["default"], csv, "text/csv"),
+                "upload CSV, Arrow threads 1": lambda: upload(*srv["one"], csv, "text/csv"),
+                "upload Parquet": lambda: upload(*srv["default"], parquet, "application/vnd.apache.parquet"),
+                "upload CSV, baseline": lambda: upload(*srv["baseline"], csv, "text/csv")}
+        wall: dict[str, list[float]] = {k: [] for k in runs}
+        cpu: dict[str, list[float]] = {k: [] for k in runs}
+        loads = [os.getloadavg()[0]]
+        for i in range(args.rounds):
+            for k, run in runs.items():
+                if k == "upload CSV, baseline" and i >= args.baseline_rounds:
+                    continue
+                if k == "pandas.read_csv":
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    pd.read_csv(csv)
+                    w, c = time.perf_counter() - t0, time.process_time() - c0
+                else:
+                    w, c = run()
+                wall[k].append(w)
+                cpu[k].append(c)
+            loads.append(os.getloadavg()[0])
+        med = {k: statistics.median(v) for k, v in wall.items()}
+        mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+        model = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True,
+                      text=True).stdout.splitlines() if ln.startswith("Model name")), "?")
+        print(f"# bench/ingestion.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {model}, {os.cpu_count()} CPUs, "
+              f"load average (1 min) {min(loads):.1f}-{max(loads):.1f}")
         print(f"CSV {size / 2**20:.1f} MiB ({n_rows} rows x 12 columns), Parquet {parquet.stat().st_size / 2**20:.1f} "
-              f"MiB; {args.rounds} interleaved rounds, medians")
+              f"MiB; {args.rounds} interleaved rounds ({args.baseline_rounds} of the baseline), medians")
         for k, v in med.items():
-            print(f"  {k:<24} {v:7.2f} s   ({size / 2**20 / v:6.1f} MiB/s of CSV)   rounds: "
-                  + ", ".join(f"{x:.2f}" for x in times[k]))
-        print(f"upload CSV vs pandas.read_csv alone: {med['pandas.read_csv'] / med['upload CSV']:.2f}x "
-              "(>= 1: the whole upload is at least as fast)")
+            print(f"  {k:<35} {v:7.2f} s wall ({size / 2**20 / v:6.1f} MiB/s)  {mcpu[k]:6.2f} s CPU   rounds: "
+                  + ", ".join(f"{x:.2f}" for x in wall[k]))
+        pandas = "pandas.read_csv"
+        for k in ("upload CSV, Arrow threads default", "upload CSV, Arrow threads 1"):
+            print(f"{k} vs {pandas} alone: {med[pandas] / med[k]:.2f}x wall, {mcpu[pandas] / mcpu[k]:.2f}x CPU "
+                  "(>= 1: the whole upload is at least as fast)")
         print(f"upload Parquet vs baseline CSV upload: {med['upload CSV, baseline'] / med['upload Parquet']:.1f}x")
-        print(f"upload CSV vs baseline CSV upload: {med['upload CSV, baseline'] / med['upload CSV']:.1f}x")
+        print(f"upload Parquet vs today's CSV upload (threads default): "
+              f"{med['upload CSV, Arrow threads default'] / med['upload Parquet']:.1f}x")
+        print(f"upload CSV vs baseline CSV upload: "
+              f"{med['upload CSV, baseline'] / med['upload CSV, Arrow threads default']:.1f}x")
     finally:
         for s in servers:
             stop(s)

@@ -8,16 +8,16 @@ import uuid
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import TooLarge, UnsupportedMedia, invalid
+from ..errors import UnsupportedMedia, invalid
 from ..runtime import rt
 from ..schemas.models import Dataset, DatasetCreateJSON, DatasetList, RowsPage
 from ..services import datasets as ds
-from ..services.ingest import parse_csv_file, parse_parquet_file
 from ..services.tables import parse_json_table, parse_types_query
-from ..services.widths import check_upload_width, check_width
+from ..services.widths import check_width
 from .common import Page, errors
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -42,24 +42,15 @@ CSV_TYPES = ("text/csv", "application/csv")  # not text/plain: a browser form co
 PARQUET_TYPES = ("application/vnd.apache.parquet", "application/x-parquet", "application/parquet")
 
 
-def _parse_file(path: str, forced: dict, hint: str):
+def _kind(ctype: str, path: str | None = None, filename: str | None = None) -> str:
     """Parquet when the content type or file name says so or the file starts with Parquet's magic bytes."""
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if hint == "parquet" or magic == b"PAR1":
-        return parse_parquet_file(path, forced)
-    return parse_csv_file(path, forced)
-
-
-async def _stream_to_file(request: Request, path: str, limit: int) -> int:
-    total = 0
-    with open(path, "wb") as fh:
-        async for chunk in request.stream():
-            total += len(chunk)
-            if total > limit:
-                raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-            fh.write(chunk)
-    return total
+    if ctype in PARQUET_TYPES or (filename or "").lower().endswith((".parquet", ".pq")):
+        return "parquet"
+    if path is not None:
+        with open(path, "rb") as fh:
+            if fh.read(4) == b"PAR1":
+                return "parquet"
+    return "csv"
 
 
 @router.post("", status_code=201, response_model=Dataset, operation_id="upload_dataset",
@@ -72,18 +63,8 @@ async def upload_dataset(request: Request, response: Response,
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     forced = parse_types_query(types)
     if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
-        tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
-        try:
-            await _stream_to_file(request, tmp, r.settings.max_body_bytes)
-            await run_in_threadpool(check_upload_width, tmp, "parquet" if ctype in PARQUET_TYPES else "csv",
-                                    r.settings.max_columns)
-            if ctype in PARQUET_TYPES:
-                cols = await run_in_threadpool(parse_parquet_file, tmp, forced)
-            else:
-                cols = await run_in_threadpool(parse_csv_file, tmp, forced)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        record = await ds.upload_stream(r.meta, r.art, request.stream(), r.settings.max_body_bytes,
+                                        _kind(ctype), forced, name, r.settings.max_columns)
     elif ctype == "multipart/form-data":
         form = await request.form()
         try:
@@ -92,15 +73,13 @@ async def upload_dataset(request: Request, response: Response,
                 raise invalid(["body", "file"], "the multipart body needs a 'file' part holding a CSV or Parquet file")
             name = name or (form.get("name") if isinstance(form.get("name"), str) else None) or part.filename
             part_type = (part.content_type or "").split(";")[0].strip().lower()
-            hint = "parquet" if (part_type in PARQUET_TYPES or (part.filename or "").lower().endswith(
-                (".parquet", ".pq"))) else "csv"
             tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
             try:
                 with open(tmp, "wb") as fh:
                     await run_in_threadpool(shutil.copyfileobj, part.file, fh)
-                await run_in_threadpool(check_upload_width, tmp, "parquet" if hint == "parquet" else "auto",
-                                        r.settings.max_columns)
-                cols = await run_in_threadpool(_parse_file, tmp, forced, hint)
+                kind = _kind(part_type, tmp, part.filename)
+                record = await run_in_threadpool(ds.ingest_file, r.meta, r.art, tmp, kind, forced, name,
+                                                 r.settings.max_columns)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
@@ -119,12 +98,12 @@ async def upload_dataset(request: Request, response: Response,
         name = name or body.name
         merged = {**(body.types or {}), **forced}
         cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, merged)
+        record = await run_in_threadpool(ds.store_columns, r.meta, r.art, cols, name)
     else:
         raise UnsupportedMedia(
             f"content type {ctype or '(none)'!r} is not supported; send text/csv, application/vnd.apache.parquet, "
             "multipart/form-data with a 'file' part, or application/json"
         )
-    record = await run_in_threadpool(ds.store_columns, r.meta, r.art, cols, name)
     response.headers["Location"] = f"/v1/datasets/{record['id']}"
     return record
 
@@ -156,10 +135,9 @@ def get_dataset_rows(request: Request, dataset_id: str, page: Page = Depends(),
     record = ds.get_record(r.meta, dataset_id)
     if format != "json":
         limit = page.limit if "limit" in request.query_params else None
-        body = ds.export_table(r.art, record, format, limit, page.offset)
-        ext = "parquet" if format == "parquet" else "csv"
-        return Response(body, media_type=_EXPORT_TYPES[format],
-                        headers={"Content-Disposition": f'attachment; filename="{dataset_id}.{ext}"'})
+        return StreamingResponse(ds.export_stream(r.art, record, format, limit, page.offset),
+                                 media_type=_EXPORT_TYPES[format],
+                                 headers={"Content-Disposition": f'attachment; filename="{dataset_id}.{format}"'})
     return Response(orjson.dumps(ds.rows_page(r.art, record, page.limit, page.offset)),
                     media_type="application/json")
 

@@ -23,7 +23,8 @@ _RESP = {"status_code": 202, "response_model": JobAccepted, "responses": errors(
 
 async def _submit(request: Request, response: Response, fn, body) -> dict:
     r = rt(request)
-    job = await run_in_threadpool(fn, r.meta, r.art, body.model_dump(), r.queue.enqueue)
+    job = await run_in_threadpool(fn, r.meta, r.art, body.model_dump(), r.queue.enqueue,
+                                  r.settings.classifier_max_numeric_classes)
     response.headers["Location"] = f"/v1/jobs/{job['id']}"
     return {"job": job_view(job)}
 

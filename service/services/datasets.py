@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import numpy as np
+from starlette.concurrency import run_in_threadpool
 
-from ..errors import NotFound
+from ..errors import NotFound, TooLarge
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
-from .tables import Column, to_arrow_table
+from .tables import Column
 
 
 def new_id(prefix: str) -> str:
@@ -20,11 +25,74 @@ def new_id(prefix: str) -> str:
 def store_columns(meta: MetadataStore, art: ArtifactStore, columns: list[Column], name: str | None) -> dict:
     """Write columns to the artifact store, then the metadata row (the record appears only when complete)."""
     dataset_id = new_id("ds")
-    arrays = {f"c{j}": c.values for j, c in enumerate(columns)}
-    schema = {"columns": [{"name": c.name, "type": c.type, "categories": c.categories,
-                           **({"labels": c.labels} if c.labels else {})} for c in columns]}
-    size = art.write_dataset(dataset_id, arrays, schema)
-    record = {
+    size = art.write_dataset(dataset_id, {f"c{j}": c.values for j, c in enumerate(columns)}, _schema(columns))
+    return _insert(meta, art, _record(dataset_id, columns, name, size))
+
+
+def ingest_upload(meta: MetadataStore, art: ArtifactStore, spool, kind: str, forced: dict, name: str | None,
+                  max_columns: int | None = None) -> dict:
+    """Parse a CSV or Parquet body (``spool``, possibly still arriving) straight into a new dataset's column
+    files, publish them, then insert the metadata row."""
+    from . import ingest
+
+    dataset_id = new_id("ds")
+    staging = art.dataset_staging(dataset_id)
+    try:
+        parse = ingest.ingest_parquet if kind == "parquet" else ingest.ingest_csv
+        columns = parse(spool, staging, forced, max_columns=max_columns)
+        record = _record(dataset_id, columns, name, 0)
+        record["size_bytes"] = int(art.publish_dataset(dataset_id, staging, _schema(columns)))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return _insert(meta, art, record)
+
+
+def ingest_file(meta: MetadataStore, art: ArtifactStore, path: str, kind: str, forced: dict,
+                name: str | None, max_columns: int | None = None) -> dict:
+    from .ingest import spool_file
+
+    return ingest_upload(meta, art, spool_file(path), kind, forced, name, max_columns)
+
+
+async def upload_stream(meta: MetadataStore, art: ArtifactStore, chunks: AsyncIterator[bytes], limit: int,
+                        kind: str, forced: dict, name: str | None, max_columns: int | None = None) -> dict:
+    """Spool a request body to a temporary file while a worker thread parses it into the dataset's files (the
+    parser follows the spool as it grows): the body is never held in memory, and parsing overlaps its arrival."""
+    from .ingest import BodySpool
+
+    spool = BodySpool(art.tmp_dir / f"upload-{uuid.uuid4().hex}.data")
+    task = asyncio.ensure_future(run_in_threadpool(ingest_upload, meta, art, spool, kind, forced, name,
+                                                   max_columns))
+    try:
+        try:
+            total = 0
+            async for chunk in chunks:
+                total += len(chunk)
+                if total > limit:
+                    raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+                spool.write(chunk)
+                if task.done():  # the parser stopped early (a bad header, a malformed row): the rest is not needed
+                    break
+            spool.finish()
+        except BaseException as exc:
+            spool.fail(exc)
+            with contextlib.suppress(BaseException):
+                await task
+            raise
+        return await task
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(spool.path)
+
+
+def _schema(columns: list[Column]) -> dict:
+    return {"columns": [{"name": c.name, "type": c.type, "categories": c.categories,
+                         **({"labels": c.labels} if c.labels else {})} for c in columns]}
+
+
+def _record(dataset_id: str, columns: list[Column], name: str | None, size: int) -> dict:
+    return {
         "id": dataset_id,
         "name": name or dataset_id,
         "n_rows": int(len(columns[0].values)),
@@ -34,10 +102,13 @@ def store_columns(meta: MetadataStore, art: ArtifactStore, columns: list[Column]
         "created_at": utcnow(),
         "notes": list(getattr(columns, "notes", []) or []),
     }
+
+
+def _insert(meta: MetadataStore, art: ArtifactStore, record: dict) -> dict:
     try:
         meta.insert_dataset(record)
     except BaseException:
-        art.delete_dataset(dataset_id)
+        art.delete_dataset(record["id"])
         raise
     return record
 
@@ -61,23 +132,55 @@ def load_columns(art: ArtifactStore, dataset_id: str, names: Sequence[str] | Non
     return out
 
 
-def export_table(art: ArtifactStore, record: dict, fmt: str, limit: int | None, offset: int) -> bytes:
-    """The dataset (or the rows ``offset:offset+limit``) as Parquet or CSV bytes."""
+EXPORT_ROWS = 1 << 16  # rows per Parquet row group / CSV write when a dataset is exported
+
+
+class _Chunks:
+    """A write-only file whose bytes are taken out after each write (the export streams them)."""
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+        self.closed = False
+
+    def write(self, b) -> int:
+        self.parts.append(bytes(b))
+        return len(b)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
+
+
+def export_stream(art: ArtifactStore, record: dict, fmt: str, limit: int | None, offset: int) -> Iterator[bytes]:
+    """The dataset (or the rows ``offset:offset+limit``) as Parquet or CSV, in pieces of ``EXPORT_ROWS`` rows
+    (one Parquet row group each): memory stays bounded whatever the dataset's size."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     cols = load_columns(art, record["id"])
     stop = record["n_rows"] if limit is None else min(offset + limit, record["n_rows"])
-    sl = slice(offset, max(offset, stop))
-    part = [Column(c.name, c.type, c.values[sl], c.categories, c.labels) for c in cols]
-    table = to_arrow_table(part, text=fmt == "csv")
-    sink = pa.BufferOutputStream()
-    if fmt == "parquet":
-        pq.write_table(table, sink)
-    else:
-        pacsv.write_csv(table, sink, pacsv.WriteOptions(quoting_style="needed"))
-    return sink.getvalue().to_pybytes()
+    start = min(offset, stop)
+    text = fmt == "csv"
+    integral = [c.type == "numeric" and c.integral() for c in cols]
+    sink, writer = _Chunks(), None
+    for a in range(start, max(stop, start + 1), EXPORT_ROWS):
+        b = min(a + EXPORT_ROWS, stop)
+        part = [Column(c.name, c.type, c.values[a:b], c.categories, c.labels) for c in cols]
+        table = pa.table({c.name: c.to_arrow(text=text, integral=k) for c, k in zip(part, integral, strict=True)})
+        if writer is None:
+            writer = (pq.ParquetWriter(sink, table.schema) if fmt == "parquet" else
+                      pacsv.CSVWriter(sink, table.schema, write_options=pacsv.WriteOptions(quoting_style="needed")))
+        writer.write_table(table)
+        yield sink.take()
+    writer.close()
+    yield sink.take()
 
 
 def rows_page(art: ArtifactStore, record: dict, limit: int, offset: int) -> dict:

@@ -1,213 +1,128 @@
-"""Reading CSV and Parquet files with Apache Arrow into typed columns (service.services.tables.Column).
+"""Streaming ingestion of CSV and Parquet files with Apache Arrow, straight into the stored column files.
 
-CSV files are parsed by ``pyarrow.csv`` (blocks of ``BLOCK_SIZE`` bytes on Arrow's thread pool); Parquet by
-``pyarrow.parquet``.  Both give an Arrow table whose columns are converted one at a time into the stored
-arrays (docs/decisions/data-ingestion.md).  Imported on first use only (Arrow starts threads; the training
-workers' forkserver must stay single-threaded).
+The request body is appended to a temporary file (``BodySpool``) that the parser follows while it arrives.
+CSV: cut into pieces of ``BLOCK_SIZE`` bytes at line breaks outside quotes; the first piece (with the header)
+settles the column types; the next ones are parsed by ``pyarrow.csv`` with those types, ``pyarrow.cpu_count()``
+pieces at once, while this thread hands the previous ones, in order, to ``column_files.Writer``.  Parquet:
+``ParquetFile.iter_batches`` once the body is complete (its footer comes last).  No Python work per cell, and
+memory bounded by a few pieces whatever the file size (docs/decisions/data-ingestion.md).
+
+Imported on first use only (Arrow starts threads; the training workers' forkserver must stay single-threaded).
 """
 
 from __future__ import annotations
 
+import io
+import os
 import re
-from collections.abc import Mapping, Sequence
+import shutil
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from core.preprocessing.table import to_datetime64
-
 from ..errors import invalid
-from .tables import (
-    _ISO_RE,
-    FALSE_TOKENS,
-    MISSING_TOKENS,
-    PANDAS_INDEX_NAMES,
-    TRUE_TOKENS,
-    Column,
-    Table,
-    check_forced,
-    check_header,
-)
+from .column_files import Writer
+from .tables import MISSING_TOKENS, Table
+from .widths import check_width, csv_header_width_bytes
 
 BLOCK_SIZE = 1 << 22  # bytes of CSV per Arrow parsing block
+PARQUET_BATCH_ROWS = 1 << 16
+USE_THREADS = True  # Arrow's thread pool (sized by pyarrow.cpu_count(); OMP_NUM_THREADS=1 makes it one thread)
 
 
 # ----------------------------------------------------------------------------------------------
-# Arrow columns -> typed columns
+# The request body, spooled to a file that the parser reads while it grows
 # ----------------------------------------------------------------------------------------------
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+class BodySpool:
+    """A temporary file written by the request handler (``write``, then ``finish`` or ``fail``) and read, as it
+    grows, by any number of ``reader()`` streams in other threads (a reader waits for more bytes or the end)."""
+
+    def __init__(self, path: str | os.PathLike, *, complete: bool = False):
+        """A new, empty spool file; with ``complete``, the existing file at ``path`` as a finished spool."""
+        self.path = str(path)
+        self._cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.done = complete
+        self.size = os.path.getsize(self.path) if complete else 0
+        self._fh = None if complete else open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed by _close
+
+    def write(self, chunk: bytes) -> None:
+        self._fh.write(chunk)
+        with self._cond:
+            self.size += len(chunk)
+            self._cond.notify_all()
+
+    def finish(self) -> None:
+        self._close(None)
+
+    def fail(self, exc: BaseException) -> None:
+        self._close(exc)
+
+    def _close(self, exc: BaseException | None) -> None:
+        if self._fh is not None and not self._fh.closed:
+            self._fh.close()
+        with self._cond:
+            self.done, self.error = True, exc
+            self._cond.notify_all()
+
+    def wait(self, pos: int) -> int:
+        """Bytes available past ``pos`` (0 at the end); raises when the upload failed."""
+        with self._cond:
+            while self.size <= pos and not self.done:
+                self._cond.wait()
+            if self.error is not None:
+                raise _UploadAborted() from self.error
+            return self.size - pos
+
+    def reader(self) -> _SpoolReader:
+        return _SpoolReader(self)
 
 
-def _infinite_check(name: str, v: np.ndarray, loc) -> None:
-    if np.isinf(v).any():
-        raise invalid([*loc, name], f"column {name!r}: a numeric value is infinite; use a finite number or leave "
-                      "it empty")
+class _UploadAborted(Exception):
+    """The body stopped arriving (too large, client gone): the parser stops; the handler reports why."""
 
 
-def _numeric(name: str, arr: pa.ChunkedArray, loc) -> Column:
-    v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)  # NaN for nulls
-    if not v.flags.writeable:
-        v = v.copy()
-    _infinite_check(name, v, loc)
-    return Column(name, "numeric", v)
+class _SpoolReader(io.RawIOBase):
+    def __init__(self, spool: BodySpool):
+        super().__init__()
+        self._spool = spool
+        self._fd = os.open(spool.path, os.O_RDONLY)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        avail = self._spool.wait(self._pos)
+        if avail <= 0:
+            return 0
+        n = os.preadv(self._fd, [memoryview(b)[: min(len(b), avail)]], self._pos)
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
 
 
-def _text_vocab(arr: pa.ChunkedArray) -> list[str]:
-    uniq = pc.unique(arr).drop_null().to_pylist()
-    return sorted(uniq)
-
-
-def _categorical(name: str, arr: pa.ChunkedArray, vocab: list[str] | None = None) -> Column:
-    if pa.types.is_dictionary(arr.type):
-        arr = pc.cast(arr, pa.string())
-    if not _is_text(arr.type):
-        arr = pc.cast(arr, pa.string())
-    vocab = _text_vocab(arr) if vocab is None else vocab
-    codes = pc.index_in(arr, value_set=pa.array(vocab, pa.string())).fill_null(-1)
-    return Column(name, "categorical", np.array(codes.to_numpy(zero_copy_only=False), dtype=np.int32), vocab)
-
-
-def _boolean_from_text(name: str, arr: pa.ChunkedArray, vocab: list[str]) -> Column:
-    trues = [s for s in vocab if s in TRUE_TOKENS]
-    falses = [s for s in vocab if s in FALSE_TOKENS]
-    is_true = pc.is_in(arr, value_set=pa.array(trues, pa.string()))
-    v = np.array(pc.cast(is_true, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-    v[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = np.nan
-    labels = None
-    words = {s.lower() for s in vocab}
-    if len(trues) == 1 and len(falses) == 1 and not words & {"true", "false"}:
-        labels = [falses[0], trues[0]]  # a yes/no column: labels come back as spelled
-    return Column(name, "boolean", v, labels=labels)
-
-
-def _datetime_from_arrow(name: str, arr: pa.ChunkedArray, loc) -> Column:
-    t = arr.type
-    if pa.types.is_timestamp(t) and t.tz is not None:
-        arr = pc.cast(arr, pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us"))  # UTC wall time
-    elif _is_text(t):
-        for target in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):  # Arrow's ISO 8601 parser first
-            try:
-                v = pc.cast(arr, target)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                continue
-            return _datetime_from_arrow(name, v, loc)
-        try:  # mixed zones and the like: Python's parser, value by value
-            vals = to_datetime64(np.asarray(arr.to_pylist(), dtype=object))
-        except ValueError as exc:
-            raise invalid([*loc, name], f"column {name!r} was declared datetime but {exc}") from None
-        return Column(name, "datetime", vals)
-    v = pc.cast(arr, pa.timestamp("us")).to_numpy(zero_copy_only=False)
-    return Column(name, "datetime", np.asarray(v, dtype="datetime64[us]"))
-
-
-def _is_iso_vocab(vocab: list[str]) -> bool:
-    return bool(vocab) and all(_ISO_RE.match(s) for s in vocab)
-
-
-def _convert(name: str, arr: pa.ChunkedArray, forced: str | None, loc) -> Column:
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        arr = pc.cast(arr, t.value_type)
-        t = arr.type
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        raise invalid(["body", name], f"column {name!r} is not valid UTF-8 text; re-encode the file as UTF-8")
-    numeric_like = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-                    or pa.types.is_null(t))
-    temporal = pa.types.is_timestamp(t) or pa.types.is_date(t)
-    if forced == "categorical" or (forced is None and _is_text(t)):
-        if forced is None:
-            vocab = _text_vocab(arr)
-            if vocab and set(vocab) <= set(TRUE_TOKENS + FALSE_TOKENS):
-                return _boolean_from_text(name, arr, vocab)
-            if _is_iso_vocab(vocab):
-                return _datetime_from_arrow(name, arr, loc)
-            return _categorical(name, arr, vocab)
-        return _categorical(name, arr)
-    if forced == "numeric" or (forced is None and numeric_like):
-        if pa.types.is_boolean(t) or numeric_like:
-            return _numeric(name, arr, loc)
-        if _is_text(t):
-            try:
-                return _numeric(name, pc.cast(arr, pa.float64()), loc)
-            except (pa.ArrowInvalid, ValueError):
-                raise invalid(["types", name], f"column {name!r} was declared numeric but holds non-numeric "
-                              "text") from None
-        raise invalid(["types", name], f"column {name!r} was declared numeric but holds {t} values")
-    if forced == "boolean" or (forced is None and pa.types.is_boolean(t)):
-        if pa.types.is_boolean(t) or numeric_like:
-            v = np.array(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-            if not np.isin(v[~np.isnan(v)], (0.0, 1.0)).all():
-                raise invalid(["types", name], f"column {name!r} was declared boolean but holds numbers other "
-                              "than 0 and 1")
-            return Column(name, "boolean", v)
-        if _is_text(t):
-            vocab = _text_vocab(arr)
-            if set(vocab) <= {"0", "1"}:
-                return _convert(name, pc.cast(arr, pa.float64()), "boolean", loc)
-            if not set(vocab) <= set(TRUE_TOKENS + FALSE_TOKENS):
-                raise invalid(["types", name], f"column {name!r} was declared boolean but holds values other than "
-                              "true/false/yes/no (or 0/1)")
-            return _boolean_from_text(name, arr, vocab)
-        raise invalid(["types", name], f"column {name!r} was declared boolean but holds {t} values")
-    if forced == "datetime" or (forced is None and temporal):
-        if temporal or _is_text(t):
-            return _datetime_from_arrow(name, arr, loc)
-        raise invalid(["types", name], f"column {name!r} was declared datetime but holds {t} values")
-    raise invalid(["body", name], f"column {name!r} has the type {t}, which is not supported (numbers, text, "
-                  "booleans, dates and timestamps are)")
-
-
-def columns_from_arrow(table: pa.Table | list, forced_types: Mapping[str, str] | None = None,
-                       loc: Sequence = ("body",)) -> Table:
-    """Typed columns of an Arrow table; a pandas index column (unnamed, 0..n-1) is dropped with a note.
-
-    ``table`` may be given in a one-item list, which is emptied: then each Arrow column is freed as soon as
-    it is converted (a caller's argument would keep the whole table alive until the end).
-    """
-    if isinstance(table, list):
-        table = table.pop()
-    loc = list(loc)
-    forced_types = dict(forced_types or {})
-    try:
-        names = [str(n) for n in table.column_names]
-    except UnicodeDecodeError:
-        raise invalid([*loc, "header"], "the column names are not valid UTF-8; re-encode the file as UTF-8") from None
-    notes = []
-    if table.num_rows == 0:
-        raise invalid(loc, "the table has a header but no data rows")
-    if names and names[0].strip() in PANDAS_INDEX_NAMES and _is_range_index(table.column(0)):
-        notes.append(f"the first column (unnamed, holding 0..{table.num_rows - 1}) is a pandas index and was "
-                     "dropped")
-        table = table.remove_column(0)
-        names = names[1:]
-        if not names:
-            raise invalid(loc, "the table has no columns besides a pandas index")
-    names = check_header(names, [*loc, "header"])
-    check_forced(forced_types, names, ["query", "types"])
-    arrays = list(table.columns)
-    del table
-    out = Table(notes=notes)
-    for j, name in enumerate(names):
-        arr, arrays[j] = arrays[j], None  # free each Arrow column once converted
-        out.append(_convert(name, arr, forced_types.get(name), loc))
-    return out
-
-
-def _is_range_index(arr: pa.ChunkedArray) -> bool:
-    if not pa.types.is_integer(arr.type) or arr.null_count:
-        return False
-    v = arr.to_numpy()
-    return bool(np.array_equal(v, np.arange(len(v))))
+def spool_file(path: str | os.PathLike) -> BodySpool:
+    """A finished spool over an existing file (multipart parts, tests)."""
+    return BodySpool(path, complete=True)
 
 
 # ----------------------------------------------------------------------------------------------
-# CSV and Parquet files
+# CSV and Parquet
 # ----------------------------------------------------------------------------------------------
-_WIDER = {"int64": pa.float64(), "date32[day]": pa.timestamp("us")}
-_CONV_ERR = re.compile(r"In CSV column #(\d+): CSV conversion error to ([^:]+):")
+_WIDER = {"null": pa.float64(), "int64": pa.float64(), "date32[day]": pa.timestamp("us")}
+_CONV_ERR = re.compile(r"In CSV column #(\d+): (?:Row #\d+: )?CSV conversion error to ([^:]+):")
 
 
 def _csv_options(column_types: dict, bad_rows: list | None = None):
@@ -217,80 +132,204 @@ def _csv_options(column_types: dict, bad_rows: list | None = None):
         bad_rows.append(row)
         return "error"
 
-    read = pacsv.ReadOptions(block_size=BLOCK_SIZE, use_threads=True)
+    read = pacsv.ReadOptions(block_size=BLOCK_SIZE, use_threads=USE_THREADS)
     parse = pacsv.ParseOptions(newlines_in_values=True,
                                **({"invalid_row_handler": on_bad_row} if bad_rows is not None else {}))
     convert = pacsv.ConvertOptions(
         null_values=list(MISSING_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True,
         true_values=["true", "True", "TRUE"], false_values=["false", "False", "FALSE"],
-        column_types=column_types, check_utf8=True,
+        column_types=column_types, check_utf8=False,  # checked on each text column's distinct values instead
     )
     return read, parse, convert
 
 
-def read_csv_arrow(path, forced_types: Mapping[str, str] | None = None) -> pa.Table:
-    """The CSV as an Arrow table; forced columns are read as text (converted by ``columns_from_arrow``).
+def _fresh(staging: Path) -> None:
+    for p in staging.iterdir():
+        p.unlink()
 
-    Arrow infers a column's type from the first block; a later block that does not fit (a decimal after
-    integers, text after numbers) fails the read, and the column is read again with a wider type.
+
+def _safe_cut(buf: bytearray, n: int) -> int:
+    """The end of the last complete line of ``buf[:n]`` outside quotes (an even number of '"' before it), or -1."""
+    i = buf.rfind(b"\n", 0, n)
+    if i < 0:
+        return -1
+    quotes = buf.count(b'"', 0, i)
+    while quotes % 2:
+        j = buf.rfind(b"\n", 0, i)
+        if j < 0:
+            return -1
+        quotes -= buf.count(b'"', j, i)
+        i = j
+    return i + 1
+
+
+def _pieces(spool: BodySpool, size: int) -> Iterator[tuple[memoryview, bool]]:
+    """The body in pieces of about ``size`` bytes, each ending at a line break outside quoted values (a quoted
+    value may hold line breaks), read as the body arrives, each into a buffer of its own (no further copy);
+    with each piece, whether it holds a quote at all."""
+    with spool.reader() as src:
+        carry = b""
+        while True:
+            buf = bytearray(size + len(carry))
+            buf[: len(carry)] = carry
+            view, n = memoryview(buf), len(carry)
+            while n < len(buf):
+                k = src.readinto(view[n:])
+                if not k:
+                    break
+                n += k
+            cut = n if n < len(buf) else _safe_cut(buf, n)  # the end of the body, or a safe line break
+            if cut < 0:  # one quoted value longer than a piece: read more
+                carry, size = bytes(view[:n]), size * 2
+                continue
+            if cut:
+                yield view[:cut], buf.find(b'"', 0, cut) >= 0
+            if n < len(buf):
+                return
+            carry = bytes(view[cut:n])
+
+
+def _read_piece(piece, has_quote: bool, names: list[str] | None, column_types: dict) -> pa.Table:
+    read, parse, convert = _csv_options(column_types)
+    read.use_threads, read.block_size = False, len(piece) + 1  # one block; the pieces are parsed in parallel
+    parse.newlines_in_values = has_quote  # a line break inside a value needs quotes: cheaper without
+    if names is not None:
+        read.column_names = names
+    return pacsv.read_csv(pa.BufferReader(piece), read_options=read, parse_options=parse, convert_options=convert)
+
+
+def _workers() -> int:
+    return max(1, pa.cpu_count()) if USE_THREADS else 1
+
+
+def ingest_csv(spool: BodySpool, staging: Path, forced_types: Mapping[str, str] | None = None, *,
+               max_columns: int | None = None) -> Table:
+    """Parse the CSV in ``spool`` (while it arrives) into column files in ``staging``; 422 on any defect.
+
+    The body is cut into pieces of ``BLOCK_SIZE`` bytes at line breaks outside quotes; the first piece (with
+    the header) settles the column types, the next ones are parsed with those types on ``pyarrow.cpu_count()``
+    threads while this thread converts and writes the previous ones, in order.  A piece that does not fit a
+    type (a decimal after integers, text after numbers) stops the read, and the body is read again with a
+    wider type for that column.  A header wider than ``max_columns`` is a 422 before anything is parsed.
     """
-    forced_types = dict(forced_types or {})
-    column_types: dict = {c: pa.string() for c in forced_types}
+    forced = dict(forced_types or {})
+    column_types: dict = {c: pa.string() for c in forced}
+    names: list[str] = []
     for _ in range(1000):
-        read, parse, convert = _csv_options(column_types)
         try:
-            return pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+            return _ingest_csv_once(spool, staging, forced, column_types, names, max_columns)
         except pa.ArrowInvalid as exc:
-            msg = str(exc)
-            bad_rows: list = []
-            if msg.startswith("CSV parse error") and "columns" in msg:  # find the row, for the message
-                read, parse, convert = _csv_options(column_types, bad_rows)
-                try:
-                    pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
-                except pa.ArrowInvalid:
-                    pass
-            if bad_rows:
-                row = bad_rows[0]
-                where = f"line {row.number}" if row.number is not None else "a row"
-                raise invalid(["body"], f"{where} has {row.actual_columns} fields, but the header has "
-                              f"{row.expected_columns}: {row.text[:80]!r}") from None
-            m = _CONV_ERR.search(msg)
-            if m is None:
-                if "Empty CSV" in msg:
-                    raise invalid(["body"], "the CSV is empty; it needs a header row and at least one data "
-                                  "row") from None
-                raise invalid(["body"], f"malformed CSV: {msg}") from None
-            col = _header(path)[int(m.group(1))]
-            if col in forced_types:
-                raise invalid(["body", col], f"column {col!r}: {msg}") from None
-            column_types[col] = _WIDER.get(m.group(2).strip(), pa.string())
+            wider = _widen(exc, spool, names, column_types, forced)
         except UnicodeDecodeError:
             raise invalid(["body"], "the CSV is not valid UTF-8; re-encode the file as UTF-8") from None
+        column_types.update(wider)
+        _fresh(staging)
     raise invalid(["body"], "the CSV's column types could not be settled")  # pragma: no cover
 
 
-def _header(path) -> list[str]:
-    reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 16),
-                            convert_options=pacsv.ConvertOptions(column_types={}, strings_can_be_null=True))
-    names = reader.schema.names
-    reader.close()
-    return names
+def _ingest_csv_once(spool, staging, forced, column_types, names_out: list, max_columns: int | None) -> Table:
+    pieces = _pieces(spool, BLOCK_SIZE)
+    first, has_quote = next(pieces, (b"", False))
+    if max_columns is not None:
+        check_width(csv_header_width_bytes(first, max_columns), max_columns, ["body", "header"], at_least=True)
+    table = _read_piece(first, has_quote, None, column_types)
+    names = names_out[:] = table.column_names
+    writer = Writer(table.schema, staging, forced, ["body"])  # checks the header (check_header)
+    types = dict(zip(names, table.schema.types, strict=True))
+    for batch in table.to_batches():
+        writer.add(batch)
+    del table
+    workers = _workers()
+    with ThreadPoolExecutor(workers, thread_name_prefix="orchard-csv") as pool:
+        pending: deque = deque()
+        try:
+            for piece, has_quote in pieces:
+                pending.append(pool.submit(_read_piece, piece, has_quote, names, types))
+                while len(pending) > workers:
+                    for batch in pending.popleft().result().to_batches():
+                        writer.add(batch)
+            while pending:
+                for batch in pending.popleft().result().to_batches():
+                    writer.add(batch)
+        finally:
+            for f in pending:
+                f.cancel()
+    return writer.finish()
+
+
+def _widen(exc: pa.ArrowInvalid, spool: BodySpool, names: list[str], column_types: dict, forced) -> dict:
+    """The wider type of the column that did not fit, or a 422 describing the defect."""
+    msg = str(exc)
+    if msg.startswith("CSV parse error") and "columns" in msg:  # find the row, for the message
+        bad_rows: list = []
+        read, parse, convert = _csv_options(column_types, bad_rows)
+        read.use_threads = False
+        try:
+            with spool.reader() as src:
+                pacsv.read_csv(src, read_options=read, parse_options=parse, convert_options=convert)
+        except pa.ArrowInvalid:
+            pass
+        if bad_rows:
+            row = bad_rows[0]
+            where = f"line {row.number}" if row.number is not None else "a row"
+            raise invalid(["body"], f"{where} has {row.actual_columns} fields, but the header has "
+                          f"{row.expected_columns}: {row.text[:80]!r}") from None
+    m = _CONV_ERR.search(msg)
+    if m is None or not names:
+        if "Empty CSV" in msg:
+            raise invalid(["body"], "the CSV is empty; it needs a header row and at least one data row") from None
+        raise invalid(["body"], f"malformed CSV: {msg}") from None
+    col = names[int(m.group(1))]
+    if col in forced:
+        raise invalid(["body", col], f"column {col!r}: {msg}") from None
+    current = column_types.get(col)
+    return {col: pa.string() if current is not None else _WIDER.get(m.group(2).strip(), pa.string())}
+
+
+def ingest_parquet(spool: BodySpool, staging: Path, forced_types: Mapping[str, str] | None = None, *,
+                   max_columns: int | None = None) -> Table:
+    """Read the Parquet file in ``spool`` (once complete: its footer comes last) batch by batch."""
+    import pyarrow.parquet as pq
+
+    while spool.wait(spool.size) > 0 or not spool.done:  # raises if the upload failed
+        pass
+    try:
+        pf = pq.ParquetFile(spool.path)
+        batches = pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, use_threads=USE_THREADS)
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError) as exc:
+        raise invalid(["body"], f"the body is not a readable Parquet file: {exc}") from None
+    if max_columns is not None:
+        check_width(len(schema.names), max_columns, ["body"])
+    try:
+        writer = Writer(schema, staging, dict(forced_types or {}), ["body"])  # checks the header
+        for batch in batches:
+            writer.add(batch)
+        return writer.finish()
+    except (pa.ArrowException, OSError) as exc:
+        raise invalid(["body"], f"the Parquet file could not be read: {exc}") from None
+
+
+def _in_memory(parse, path, forced_types) -> Table:
+    staging = Path(tempfile.mkdtemp(prefix="orchard-parse-"))
+    try:
+        table = parse(spool_file(path), staging, forced_types)
+        for c in table:
+            c.values = np.array(c.values)  # off the files, which are removed
+        return table
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def parse_csv_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
-    """Parse a CSV file (header row required) into typed columns; 422 on any defect."""
-    return columns_from_arrow([read_csv_arrow(path, forced_types)], forced_types)
+    """Parse a CSV file (header row required) into typed columns in memory; 422 on any defect."""
+    return _in_memory(ingest_csv, path, forced_types)
 
 
 def parse_parquet_file(path, forced_types: Mapping[str, str] | None = None) -> Table:
-    """Parse a Parquet file into typed columns; 422 when it is not Parquet or holds unsupported types."""
-    import pyarrow.parquet as pq
-
-    try:
-        box = [pq.read_table(path)]
-    except (pa.ArrowException, OSError) as exc:
-        raise invalid(["body"], f"the body is not a readable Parquet file: {exc}") from None
-    return columns_from_arrow(box, forced_types)
+    """Parse a Parquet file into typed columns in memory; 422 when it is not Parquet or holds unsupported types."""
+    return _in_memory(ingest_parquet, path, forced_types)
 
 
-__all__ = ["columns_from_arrow", "read_csv_arrow", "parse_csv_file", "parse_parquet_file", "BLOCK_SIZE"]
+__all__ = ["BodySpool", "spool_file", "ingest_csv", "ingest_parquet", "parse_csv_file", "parse_parquet_file",
+           "BLOCK_SIZE"]

@@ -317,6 +317,9 @@ def execute_job(meta: MetadataStore, art, job_id: str, settings, passthrough: tu
         outcome = runner_for(job["kind"])(meta, art, job, ctx)
         if not isinstance(outcome, Outcome):  # a runner with a result and no model of its own
             outcome = Outcome(outcome)
+        notes = (job.get("payload") or {}).get("notes")
+        if notes and isinstance(outcome.result, dict) and "notes" not in outcome.result:
+            outcome.result = {**outcome.result, "notes": notes}  # what submit decided (e.g. columns left out)
         return succeed(meta, art, job, attempt, outcome)
     except passthrough:
         keep = True  # RQ's failure callback, in this process, ends the attempt

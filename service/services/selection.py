@@ -25,9 +25,11 @@ from . import datasets as ds
 from .training import (
     SUPERVISED,
     _check_target,
+    _distinct_numbers,
     _jsonable_params,
     _select,
     _target_values,
+    default_features,
     resolve_algorithm,
     validate_algorithm_params,
 )
@@ -208,12 +210,20 @@ def _has_proba(cls) -> bool:
     return callable(getattr(cls, "predict_proba", None))
 
 
-def resolve_data(meta: MetadataStore, art, req: dict, task: str) -> dict:
+def resolve_data(meta: MetadataStore, art, req: dict, task: str, max_numeric_classes: int = 50) -> dict:
     """Dataset, target, features and the folds check: folds <= rows of the smallest class (classifiers) or
-    <= rows (regressors). Returns the payload part ``{dataset_id, target, features, folds, stratify, seed}``."""
+    <= rows (regressors). The target and the default features follow the rules of training (a continuous target
+    for a classifier, text for a regressor: 422; identifier-like columns left out, with a note). Returns the
+    payload part ``{dataset_id, target, features, folds, stratify, seed, notes}``."""
     record = ds.get_record(meta, req["dataset_id"])
     features, target_col = _select(record["columns"], req.get("target"), req.get("features"), task)
-    _check_target(target_col, task, record["n_rows"])
+    notes: list[str] = []
+    if req.get("features") is None:
+        features, notes = default_features(features, record["n_rows"])
+    distinct = None
+    if task == "classification" and target_col["type"] == "numeric":
+        distinct = len(_distinct_numbers(art, record, None, target_col["name"]))
+    _check_target(target_col, task, record["n_rows"], distinct, max_numeric_classes)
     col = ds.load_columns(art, record["id"], [target_col["name"]], mmap=True)[0]
     y, present = _target_values(col, task)
     k = int(req.get("folds", 5))
@@ -229,7 +239,7 @@ def resolve_data(meta: MetadataStore, art, req: dict, task: str) -> dict:
         seed = int(np.random.default_rng().integers(0, 2**31 - 1))
     return {"dataset_id": record["id"], "target": target_col["name"], "features": [f["name"] for f in features],
             "feature_types": {f["name"]: f["type"] for f in features}, "n_rows": int(present.sum()),
-            "folds": k, "stratify": bool(req.get("stratify", True)), "seed": int(seed)}
+            "folds": k, "stratify": bool(req.get("stratify", True)), "seed": int(seed), "notes": notes}
 
 
 def _algo(req_algorithm: str, params: dict | None, loc=("body",)) -> tuple[Any, dict]:
@@ -253,16 +263,16 @@ def new_job(meta: MetadataStore, kind: str, payload: dict, enqueue, model_id: st
     return meta.get_job(job_id)
 
 
-def submit_cross_validate(meta, art, req: dict, enqueue) -> dict:
+def submit_cross_validate(meta, art, req: dict, enqueue, max_numeric_classes: int = 50) -> dict:
     cls, params = _algo(req["algorithm"], req.get("params"))
     metrics = check_metrics(req.get("metrics"), cls.task, ["body", "metrics"], proba_ok=_has_proba(cls))
-    data = resolve_data(meta, art, req, cls.task)
+    data = resolve_data(meta, art, req, cls.task, max_numeric_classes)
     payload = {**data, "task": cls.task, "algorithm": cls.name, "params": _jsonable_params(params),
                "metrics": metrics}
     return new_job(meta, "cross-validate", payload, enqueue)
 
 
-def submit_compare(meta, art, req: dict, enqueue) -> dict:
+def submit_compare(meta, art, req: dict, enqueue, max_numeric_classes: int = 50) -> dict:
     cands = req.get("candidates") or []
     if len(cands) < 2:
         raise invalid(["body", "candidates"], "compare needs at least two candidates")
@@ -278,7 +288,7 @@ def submit_compare(meta, art, req: dict, enqueue) -> dict:
     proba = all(_has_proba(cls) for cls, _ in checked)
     metric = check_metrics([req["metric"]] if req.get("metric") else None, task, ["body", "metric"],
                            proba_ok=proba)[0]
-    data = resolve_data(meta, art, req, task)
+    data = resolve_data(meta, art, req, task, max_numeric_classes)
     payload = {**data, "task": task, "repeats": int(req.get("repeats", 1)), "metric": metric,
                "alpha": float(req.get("alpha", 0.05)),
                "candidates": [{"algorithm": cls.name, "params": _jsonable_params(p)} for cls, p in checked]}
@@ -346,7 +356,7 @@ def _validate_value(cls, name, value, loc) -> None:
         raise invalid(loc, f"{value!r} is outside the schema of {name!r}: {exc.reason}") from None
 
 
-def submit_tune(meta, art, req: dict, enqueue) -> dict:
+def submit_tune(meta, art, req: dict, enqueue, max_numeric_classes: int = 50) -> dict:
     cls, base = _algo(req["algorithm"], req.get("params"))
     metric = check_metrics([req["metric"]] if req.get("metric") else None, cls.task, ["body", "metric"],
                            proba_ok=_has_proba(cls))[0]
@@ -356,7 +366,7 @@ def submit_tune(meta, art, req: dict, enqueue) -> dict:
     cand_seed = int(np.random.default_rng().integers(0, 2**31 - 1)) if seed0 is None else int(seed0)
     fixed = {k: v for k, v in (req.get("params") or {}).items()}
     candidates = expand_space(cls, space, fixed, search, req.get("n_iter"), cand_seed)
-    data = resolve_data(meta, art, req, cls.task)
+    data = resolve_data(meta, art, req, cls.task, max_numeric_classes)
     model_id = ds.new_id("mdl") if req.get("refit", True) else None
     payload = {**data, "task": cls.task, "algorithm": cls.name, "search": search, "metric": metric,
                "candidates": candidates, "factor": int(req.get("factor", 3)), "refit": bool(req.get("refit", True)),
@@ -364,11 +374,11 @@ def submit_tune(meta, art, req: dict, enqueue) -> dict:
     return new_job(meta, "tune", payload, enqueue, model_id=model_id)
 
 
-def submit_learning_curve(meta, art, req: dict, enqueue) -> dict:
+def submit_learning_curve(meta, art, req: dict, enqueue, max_numeric_classes: int = 50) -> dict:
     cls, params = _algo(req["algorithm"], req.get("params"))
     metric = check_metrics([req["metric"]] if req.get("metric") else None, cls.task, ["body", "metric"],
                            proba_ok=_has_proba(cls))[0]
-    data = resolve_data(meta, art, req, cls.task)
+    data = resolve_data(meta, art, req, cls.task, max_numeric_classes)
     sizes = list(req.get("train_sizes") or DEFAULT_TRAIN_SIZES)
     k = data["folds"]
     max_train = data["n_rows"] - math.ceil(data["n_rows"] / k)
@@ -386,11 +396,11 @@ def submit_learning_curve(meta, art, req: dict, enqueue) -> dict:
     return new_job(meta, "learning-curve", payload, enqueue)
 
 
-def submit_feature_selection(meta, art, req: dict, enqueue) -> dict:
+def submit_feature_selection(meta, art, req: dict, enqueue, max_numeric_classes: int = 50) -> dict:
     cls, params = _algo(req["algorithm"], req.get("params"))
     metric = check_metrics([req["metric"]] if req.get("metric") else None, cls.task, ["body", "metric"],
                            proba_ok=_has_proba(cls))[0]
-    data = resolve_data(meta, art, req, cls.task)
+    data = resolve_data(meta, art, req, cls.task, max_numeric_classes)
     M = len(data["features"])
     nf = req.get("n_features")
     if nf is not None and not 1 <= int(nf) <= M:
@@ -470,7 +480,7 @@ def automl_plan(task: str, algorithms: list[str] | None, n_rows: int, columns: l
     return cands, skipped
 
 
-def submit_automl(meta, art, req: dict, enqueue) -> dict:
+def submit_automl(meta, art, req: dict, enqueue, max_numeric_classes: int = 50) -> dict:
     record = ds.get_record(meta, req["dataset_id"])
     by_name = {c["name"]: c for c in record["columns"]}
     task = req.get("task")
@@ -493,7 +503,7 @@ def submit_automl(meta, art, req: dict, enqueue) -> dict:
         tcol = by_name.get(req.get("target"))
         task = "classification" if tcol is not None and tcol["type"] in ("categorical", "boolean") else "regression"
     metric = check_metrics([req["metric"]] if req.get("metric") else None, task, ["body", "metric"])[0]
-    data = resolve_data(meta, art, req, task)
+    data = resolve_data(meta, art, req, task, max_numeric_classes)
     cols = [by_name[f] for f in data["features"]]
     cands, skipped = automl_plan(task, algos, data["n_rows"], cols)
     if get_scorer(metric).needs == "proba":

@@ -4,8 +4,8 @@ Column types: ``numeric`` (float64, NaN = missing), ``boolean`` (float64 0/1, Na
 the spelling of a yes/no column so that labels come back as uploaded), ``categorical`` (int32 codes into
 sorted string categories, -1 = missing) and ``datetime`` (datetime64[us], UTC, NaT = missing).
 
-CSV and Parquet files are read with Apache Arrow by ``service.services.ingest``, a separate module (the
-training workers' forkserver imports this one and must stay free of Arrow's threads);
+CSV and Parquet files are read with Apache Arrow in ``service.services.ingest`` (imported on first use: the
+training workers' forkserver imports this module and must stay free of Arrow's threads);
 docs/decisions/data-ingestion.md.
 """
 
@@ -38,6 +38,7 @@ class Column:
     values: np.ndarray  # float64 (numeric/boolean), int32 codes (categorical), datetime64[us] (datetime)
     categories: list[str] = field(default_factory=list)
     labels: list[str] | None = None  # boolean only: the [false, true] spellings of a yes/no column
+    described: dict | None = None  # schema() computed in advance (ingestion: from the file, before mmapping it)
 
     @property
     def missing(self) -> np.ndarray:
@@ -48,6 +49,8 @@ class Column:
         return np.isnan(self.values)
 
     def schema(self) -> dict:
+        if self.described is not None:
+            return dict(self.described)
         return {"name": self.name, "type": self.type, "n_missing": int(self.missing.sum()), "summary": self.summary()}
 
     def summary(self) -> dict:
@@ -99,15 +102,22 @@ class Column:
             return [None if np.isnat(v) else _iso(v) for v in vals]
         return [None if c < 0 else self.categories[c] for c in vals.tolist()]
 
-    def to_arrow(self, *, text: bool = False):
-        """The column as an Arrow array (``text``: datetimes as ISO strings, for CSV)."""
+    def integral(self) -> bool:
+        """Whether every present value of a numeric column is a whole number (exported as integers)."""
+        v = self.values[~self.missing]
+        return bool(v.size) and bool(np.all(np.mod(v, 1) == 0)) and bool(np.all(np.abs(v) < 2**53))
+
+    def to_arrow(self, *, text: bool = False, integral: bool | None = None):
+        """The column as an Arrow array (``text``: datetimes as ISO strings, for CSV; ``integral``: numbers as
+        integers, decided on the whole column by the caller when it exports in pieces)."""
         import pyarrow as pa
 
         miss = self.missing
         if self.type == "numeric":
             v = self.values
-            present = v[~miss]
-            if present.size and np.all(np.mod(present, 1) == 0) and np.all(np.abs(present) < 2**53):
+            if integral is None:
+                integral = self.integral()
+            if integral:
                 return pa.array(np.where(miss, 0, v).astype(np.int64), mask=miss)
             return pa.array(v, mask=miss)
         if self.type == "boolean":
@@ -116,9 +126,12 @@ class Column:
                 return pa.array(lab[np.where(miss, 0, self.values).astype(np.intp)], type=pa.string(), mask=miss)
             return pa.array(self.values == 1, mask=miss)
         if self.type == "datetime":
-            if text:
-                return pa.array(self.python_values(slice(None)), type=pa.string())
-            return pa.array(self.values, type=pa.timestamp("us"))
+            v = np.asarray(self.values, dtype="datetime64[us]")
+            if text:  # ISO 8601: the date alone at midnight, else to the second (as python_values)
+                s = np.datetime_as_string(v, unit="s")
+                midnight = v.astype(np.int64) % 86_400_000_000 == 0
+                return pa.array(np.where(midnight, s.astype("U10"), s), type=pa.string(), mask=miss)
+            return pa.array(v, type=pa.timestamp("us"), mask=miss)
         codes = np.where(miss, 0, self.values).astype(np.int32)
         return pa.DictionaryArray.from_arrays(pa.array(codes, mask=miss), pa.array(self.categories, pa.string()))
 
@@ -166,6 +179,8 @@ def check_forced(types: Mapping[str, str], header: Sequence[str], loc) -> None:
 
 
 def check_header(header: Sequence[str], loc) -> list[str]:
+    """The one check of a table's column names, for CSV, Parquet and JSON alike, made as soon as the header
+    is known and before any row is stored: empty and duplicate names (the place for any limit on columns)."""
     names = [str(h).strip() for h in header]
     if not names:
         raise invalid(loc, "the table has no columns")
@@ -177,12 +192,6 @@ def check_header(header: Sequence[str], loc) -> list[str]:
             raise invalid(loc, f"duplicate column name {n!r}")
         seen.add(n)
     return names
-
-
-def to_arrow_table(columns: Sequence[Column], *, text: bool = False):
-    import pyarrow as pa
-
-    return pa.table({c.name: c.to_arrow(text=text) for c in columns})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -292,4 +301,4 @@ def _cat_str(v) -> str:
     return str(v)
 
 
-__all__ = ["Column", "Table", "TYPES", "parse_json_table", "parse_types_query", "to_arrow_table"]
+__all__ = ["Column", "Table", "TYPES", "parse_json_table", "parse_types_query"]

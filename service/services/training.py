@@ -118,6 +118,25 @@ def identifier_like(col: dict, n_rows: int) -> bool:
     return k >= IDENTIFIER_MIN_CATEGORIES and k > IDENTIFIER_RATIO * present
 
 
+def default_features(features: list[dict], n_rows: int, drop=()) -> tuple[list[dict], list[str]]:
+    """The columns used when the request names no features: all but the dropped and the identifier-like ones
+    (each left out with a note); 422 when none is left."""
+    kept, notes = [], []
+    for f in features:
+        if f["name"] in drop:
+            continue
+        if identifier_like(f, n_rows):
+            k = f["summary"]["n_categories"]
+            notes.append(f"column {f['name']!r} was not used as a feature: {k} distinct values over "
+                         f"{n_rows - f['n_missing']} rows look like an identifier (name it in features to use it)")
+            continue
+        kept.append(f)
+    if not kept:
+        raise invalid(["body", "features"], "no feature column is left (dropped or identifier-like: "
+                      f"{', '.join(f['name'] for f in features)}); name the features to use")
+    return kept, notes
+
+
 def _check_target(target_col: dict, task: str, n_rows: int, distinct: int | None = None,
                   max_numeric_classes: int = 50) -> None:
     name = target_col["name"]
@@ -269,20 +288,7 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
     notes: list[str] = []
     features, target_col = _select(record_columns, req.get("target"), req.get("features"), cls.task)
     if req.get("features") is None:
-        kept = []
-        for f in features:
-            if f["name"] in preprocessing["drop"]:
-                continue
-            if identifier_like(f, n_rows):
-                k = f["summary"]["n_categories"]
-                notes.append(f"column {f['name']!r} was not used as a feature: {k} distinct values over "
-                             f"{n_rows - f['n_missing']} rows look like an identifier (name it in features to use it)")
-                continue
-            kept.append(f)
-        if not kept:
-            raise invalid(["body", "features"], "no feature column is left (dropped or identifier-like: "
-                          f"{', '.join(f['name'] for f in features)}); name the features to use")
-        features = kept
+        features, notes = default_features(features, n_rows, preprocessing["drop"])
     else:
         clash = [f["name"] for f in features if f["name"] in preprocessing["drop"]]
         if clash:

@@ -203,30 +203,43 @@ class ArtifactStore:
 
     def write_dataset(self, dataset_id: str, arrays: dict[str, np.ndarray], schema: dict) -> int:
         """Write all column arrays into a fresh directory, then rename it into place."""
-        final = self.dataset_dir(dataset_id)
-        staging = self.tmp_dir / f"ds-{dataset_id}-{uuid.uuid4().hex}"
-        staging.mkdir(parents=True)
+        staging = self.dataset_staging(dataset_id)
         try:
-            size = 0
             for key, arr in arrays.items():
-                p = staging / f"{key}.npy"
-                with open(p, "wb") as fh:
+                with open(staging / f"{key}.npy", "wb") as fh:
                     np.save(fh, arr, allow_pickle=False)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                size += p.stat().st_size
-            raw = json.dumps(schema).encode()
-            with open(staging / "schema.json", "wb") as fh:
-                fh.write(raw)
-                fh.flush()
-                os.fsync(fh.fileno())
-            size += len(raw)
-            os.replace(staging, final)
-            _fsync_dir(final.parent)
-            return size
+            return self.publish_dataset(dataset_id, staging, schema)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+
+    def dataset_staging(self, dataset_id: str) -> Path:
+        """A fresh directory for a dataset's column files (``c{j}.npy``), published by ``publish_dataset``."""
+        staging = self.tmp_dir / f"ds-{dataset_id}-{uuid.uuid4().hex}"
+        staging.mkdir(parents=True)
+        return staging
+
+    def publish_dataset(self, dataset_id: str, staging: Path, schema: dict) -> int:
+        """fsync the column files, add schema.json, rename the directory into place; returns the bytes stored.
+        The caller removes ``staging`` when this raises."""
+        size = 0
+        for p in staging.iterdir():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            size += p.stat().st_size
+        raw = json.dumps(schema).encode()
+        with open(staging / "schema.json", "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        size += len(raw)
+        final = self.dataset_dir(dataset_id)
+        os.replace(staging, final)
+        _fsync_dir(final.parent)
+        return size
 
     def read_dataset_schema(self, dataset_id: str) -> dict:
         try:

@@ -6,7 +6,7 @@ directory for temporary files and a local copy of the datasets it has read. Obje
 * ``<prefix>/models/<id>.joblib``: the signed bundle, one object (a PUT is atomic: a reader sees the whole old
   object or the whole new one); uploaded and downloaded in parts by boto3's transfer manager.
 * ``<prefix>/datasets/<id>/<column>.npy`` and ``schema.json`` last: the dataset's metadata row is inserted only
-  after ``write_dataset`` returns, so no reader looks for a dataset whose objects are still being uploaded.
+  after ``publish_dataset`` returns, so no reader looks for a dataset whose objects are still being uploaded.
   A dataset is immutable: a process downloads it once into its data directory (into a staging directory,
   renamed into place) and memory-maps it from there.
 
@@ -64,8 +64,8 @@ class S3ArtifactStore(ArtifactStore):
         self.client.head_bucket(Bucket=self.bucket)
 
     # -- datasets ---------------------------------------------------------------------------------
-    def write_dataset(self, dataset_id: str, arrays: dict, schema: dict) -> int:
-        size = super().write_dataset(dataset_id, arrays, schema)  # the local copy, written atomically
+    def publish_dataset(self, dataset_id: str, staging: Path, schema: dict) -> int:
+        size = super().publish_dataset(dataset_id, staging, schema)  # the local copy, renamed into place
         local = self.dataset_dir(dataset_id)
         names = sorted(p.name for p in local.iterdir() if p.name != "schema.json") + ["schema.json"]
         try:

@@ -1,5 +1,7 @@
 import math
 
+import pytest
+
 from tests.service.conftest import assert_problem, iris_csv, upload_csv
 
 
@@ -138,3 +140,53 @@ def test_algorithms_describe_the_gp_normalize_y_default(client):
     prop = schema["properties"]["normalize_y"]
     assert prop["default"] is True
     assert "scikit-learn: false" in prop["description"]
+
+
+def test_csv_pieces_cut_outside_quoted_line_breaks(monkeypatch, tmp_path):
+    """The body is parsed in pieces cut at line breaks; a quoted value holding line breaks and quotes is never
+    cut, whatever the piece size (here a few bytes, so that every line is a piece boundary)."""
+    import service.services.ingest as ingest
+
+    text = 'id,note,v\n0,"one\nline ""two""\nthree",1.5\n1,plain,2\n2,"a,b\n",3\n3,,4\n'
+    path = tmp_path / "q.csv"
+    path.write_text(text)
+    for size in (8, 16, 1 << 20):
+        monkeypatch.setattr(ingest, "BLOCK_SIZE", size)
+        cols = {c.name: c for c in ingest.parse_csv_file(path)}
+        assert cols["note"].python_values(slice(None)) == ['one\nline "two"\nthree', "plain", "a,b\n", None]
+        assert cols["v"].python_values(slice(None)) == [1.5, 2, 3, 4]
+    buf = bytearray(b'a\n"x\ny"\n"z')  # the last line break outside quotes ends 'x\ny'; '"z' is unfinished
+    assert ingest._safe_cut(buf, len(buf)) == len(b'a\n"x\ny"\n')
+    assert ingest._safe_cut(bytearray(b'"open\nstill open\n'), 17) == -1
+
+
+def test_parser_follows_the_body_while_it_arrives(tmp_path):
+    """The CSV parser reads the spool as it grows: it waits for more bytes instead of taking the bytes written
+    so far for the whole body; a failed upload stops it."""
+    import threading
+
+    import service.services.ingest as ingest
+
+    spool = ingest.BodySpool(tmp_path / "body")
+    spool.write(b"x,label\n1,a\n")
+    staging = tmp_path / "st"
+    staging.mkdir()
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(table=ingest.ingest_csv(spool, staging)))
+    t.start()
+    for _ in range(1000):  # until the parser has read what there is and waits for more
+        if spool._cond._waiters:
+            break
+        threading.Event().wait(0.01)
+    assert spool._cond._waiters and t.is_alive()
+    spool.write(b"2,b\n3,a\n")
+    spool.finish()
+    t.join(30)
+    x, label = out["table"]
+    assert x.python_values(slice(None)) == [1, 2, 3] and label.python_values(slice(None)) == ["a", "b", "a"]
+    failed = ingest.BodySpool(tmp_path / "body2")
+    failed.write(b"x\n1\n")
+    failed.fail(RuntimeError("client gone"))
+    (tmp_path / "st2").mkdir()
+    with pytest.raises(ingest._UploadAborted):
+        ingest.ingest_csv(failed, tmp_path / "st2")

@@ -59,16 +59,16 @@ def _modes(root: Path) -> dict:
 
 
 def test_the_data_directory_and_every_file_orchard_creates_are_private(tmp_path, monkeypatch):
-    import service.api.datasets as datasets_api
+    import service.services.datasets as datasets_service
 
     seen = {}
-    real_check = datasets_api.check_upload_width
+    real_ingest = datasets_service.ingest_upload
 
-    def check_and_note(path, kind, limit):  # the upload's temporary file, seen while it exists
-        seen[path] = stat.S_IMODE(os.stat(path).st_mode)
-        return real_check(path, kind, limit)
+    def ingest_and_note(meta, art, spool, *args):  # the upload's temporary file, seen while it exists
+        seen[spool.path] = stat.S_IMODE(os.stat(spool.path).st_mode)
+        return real_ingest(meta, art, spool, *args)
 
-    monkeypatch.setattr(datasets_api, "check_upload_width", check_and_note)
+    monkeypatch.setattr(datasets_service, "ingest_upload", ingest_and_note)
     data = tmp_path / "data"
     settings = Settings(data_dir=data, workers=1, max_body_bytes=2_000_000)  # the key made in data/secret.key
     with TestClient(create_app(settings)) as client:

@@ -321,3 +321,79 @@ def test_datasets_stored_before_arrow_still_load(client):
     assert client.get("/v1/datasets").json()["data"][0]["notes"] == []
     rows = client.get(f"/v1/datasets/{ds['id']}/rows").json()["rows"]
     assert rows == [[1, "x"], [2, "y"]]
+
+
+def test_export_streams_every_row_in_pieces(client, monkeypatch):
+    """Parquet and CSV exports are written piece by piece (one row group per piece) and streamed; the numeric
+    type is settled on the whole column, so pieces of whole numbers and of decimals make one schema."""
+    from service.services import datasets as ds_service
+
+    monkeypatch.setattr(ds_service, "EXPORT_ROWS", 4)
+    n = 10
+    data = {"v": [float(i) for i in range(9)] + [9.5], "k": [None if i % 4 == 0 else i for i in range(n)],
+            "d": [f"2021-01-{i + 1:02d}" if i % 3 else f"2021-01-{i + 1:02d}T06:30:00" for i in range(n)],
+            "c": [["a", "b", None][i % 3] for i in range(n)], "ok": [["yes", "no"][i % 2] for i in range(n)]}
+    ds = _upload(client, data)
+    with client.stream("GET", f"/v1/datasets/{ds['id']}/rows", params={"format": "parquet"}) as r:
+        assert r.status_code == 200 and "content-length" not in r.headers  # streamed, not sized in advance
+        body = b"".join(r.iter_bytes())
+    f = pq.ParquetFile(io.BytesIO(body))
+    assert f.metadata.num_row_groups == 3 and f.metadata.num_rows == n
+    t = f.read()
+    assert t.schema.field("v").type == pa.float64() and t.schema.field("k").type == pa.int64()
+    assert t.column("v").to_pylist() == data["v"] and t.column("k").to_pylist() == data["k"]
+    assert t.column("c").to_pylist() == data["c"] and t.column("ok").to_pylist() == data["ok"]
+    csv = client.get(f"/v1/datasets/{ds['id']}/rows", params={"format": "csv", "offset": 3, "limit": 6}).text
+    lines = csv.splitlines()
+    assert len(lines) == 7 and lines[0].replace('"', "") == "v,k,d,c,ok"
+    assert lines[1].replace('"', "") == "3,3,2021-01-04T06:30:00,a,no"
+    assert lines[2].replace('"', "") == "4,,2021-01-05,b,yes"
+    again = upload_csv(client, client.get(f"/v1/datasets/{ds['id']}/rows", params={"format": "csv"}).text)
+    assert again.json()["columns"] == ds["columns"]  # the CSV export reads back as the same dataset
+
+
+# ------------------------------------------------------------------------------------------- submit-time checks
+def test_problems_visible_before_fitting_are_422_at_submit_naming_the_column(client):
+    """Train and selection requests: each problem the dataset's record shows is a 422 naming the column."""
+    rng = np.random.default_rng(0)
+    n = 120
+    data = {"when": [str(np.datetime64("2020-01-01") + i) for i in range(n)],
+            "x": rng.normal(size=n).round(3).tolist(), "mpg": (20 + 5 * rng.normal(size=n)).round(2).tolist(),
+            "name": [f"n{i % 7}" for i in range(n)], "plate": [f"p{i:04d}" for i in range(n)],
+            "y": [i % 2 for i in range(n)]}
+    ds = _upload(client, data)
+    base = {"dataset_id": ds["id"]}
+    train_cases = [
+        ({"algorithm": "random_forest_classifier", "target": "mpg"}, ["target"], "'mpg'", "regressor"),
+        ({"algorithm": "linear_regression", "target": "name"}, ["target"], "'name'", "classifier"),
+        ({"algorithm": "linear_regression", "target": "mpg", "features": ["x", "nope"]}, ["features"], "'nope'"),
+        ({"algorithm": "linear_regression", "target": "mpg", "preprocessing": {"drop": ["gone"]}},
+         ["preprocessing", "drop", 0], "'gone'"),
+        ({"algorithm": "linear_regression", "target": "mpg", "validation": {"holdout": 0.2, "time_column": "later"}},
+         ["validation", "time_column"], "'later'"),
+        ({"algorithm": "linear_regression", "target": "mpg", "validation": {"holdout": 0.2, "time_column": "name"}},
+         ["validation", "time_column"], "'name'", "datetime"),
+        ({"algorithm": "linear_regression", "target": "mpg",
+          "preprocessing": {"drop": ["when", "x", "name", "y"]}}, ["features"], "no feature column is left", "plate"),
+    ]
+    for body, loc, *fragments in train_cases:
+        r = client.post("/v1/train", json={**base, **body})
+        assert_problem(r, 422, *fragments)
+        assert r.json()["errors"][0]["loc"] == ["body", *loc], (body, r.json())
+    selection_cases = [
+        ("/v1/cross-validate", {"algorithm": "random_forest_classifier", "target": "mpg"}, "'mpg'", "regressor"),
+        ("/v1/cross-validate", {"algorithm": "linear_regression", "target": "name"}, "'name'", "classifier"),
+        ("/v1/cross-validate", {"algorithm": "linear_regression", "target": "mpg", "features": ["nope"]}, "'nope'"),
+        ("/v1/learning-curve", {"algorithm": "random_forest_classifier", "target": "mpg"}, "'mpg'", "regressor"),
+        ("/v1/automl", {"task": "classification", "target": "mpg"}, "'mpg'", "regressor"),
+    ]
+    for url, body, *fragments in selection_cases:
+        assert_problem(client.post(url, json={**base, **body}), 422, *fragments)
+    assert client.get("/v1/jobs").json()["count"] == 0  # nothing was queued
+    # the identifier-like column is left out of a cross-validation as of a training, with the same note
+    r = client.post("/v1/cross-validate", json={**base, "algorithm": "decision_tree_classifier", "target": "y",
+                                                "folds": 3})
+    assert r.status_code == 202, r.text
+    job = wait_job(client, r.json()["job"]["id"])
+    assert job["status"] == "succeeded", job
+    assert any("'plate'" in note and "identifier" in note for note in job["result"]["notes"])
