@@ -25,9 +25,14 @@ from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state, spawn_seeds
 from ..tree._base import MIN_CATEGORY_COUNT, Fraction, max_features_spec, resolve_tree_settings, use_hist
 from ..tree._binning import AUTO_HIST_MIN_SAMPLES, bin_features
-from ..tree._tree import NodeTable, grow_tree
+from ..tree._grower import TreeGrower
+from ..tree._predictor import NodeTable
 
 __all__ = ["forest_params", "fit_forest", "resolve_n_jobs"]
+
+# trees grown together: at most this many (row, tree) pairs and this many trees per group
+_GROUP_ROWS = 1 << 16
+_GROUP_TREES = 100
 
 
 def forest_params(criteria, default_criterion, *, max_features_default, classifier: bool) -> dict:
@@ -97,7 +102,8 @@ def fit_forest(X, y, w, is_cat, p, *, regression: bool, n_classes: int, ctx, y_r
     need_counts = p["bootstrap"] and p["oob_score"]
     ccp = p["ccp_alpha"]
 
-    def one(seed):
+    def bag(seed):
+        """(rows, weights, generator, in-bag counts) of one tree."""
         trng = np.random.default_rng(seed)
         if p["bootstrap"]:
             counts = np.bincount(trng.integers(0, n, size=n_draw), minlength=n)
@@ -109,32 +115,44 @@ def fit_forest(X, y, w, is_cat, p, *, regression: bool, n_classes: int, ctx, y_r
             counts = None
             rows = np.arange(n)
             tw = w if class_weight_fn is None else w * class_weight_fn(y, np.ones(n))
-        tree = grow_tree(binned, rows, tw, y, criterion=p["criterion"], n_classes=n_classes, rng=trng,
-                         y_raw=y_raw, **settings)
+        return rows, tw, trng, counts
+
+    def grow(group):
+        """Grow a group of trees together (one pass per level for all of them)."""
+        bags = [bag(seeds[i]) for i in group]
+        trees = TreeGrower(binned, [b[:3] for b in bags], y, criterion=p["criterion"], n_classes=n_classes,
+                           y_raw=y_raw, **settings).grow()
         if ccp > 0:
-            from ..tree._base import cost_complexity_prune
+            from ..tree._pruning import cost_complexity_prune
 
-            tree = cost_complexity_prune(tree, ccp)
-        return tree, (counts if need_counts else None)
+            trees = [cost_complexity_prune(t, ccp) for t in trees]
+        return [(t, (b[3] if need_counts else None)) for t, b in zip(trees, bags, strict=True)]
 
+    # trees are grown in groups whose rows together stay within a budget: on small data a level of
+    # many trees costs about what a level of one does; on large data every group is one tree
+    per_group = max(1, min(_GROUP_ROWS // max(n_draw if p["bootstrap"] else n, 1), _GROUP_TREES))
+    groups = [list(range(a, min(T, a + per_group))) for a in range(0, T, per_group)]
     n_jobs = resolve_n_jobs(p["n_jobs"])
     results: list = [None] * T
-    if n_jobs == 1 or T == 1:
-        for i, s in enumerate(seeds):
-            results[i] = one(s)
-            ctx.step(i + 1, T)
+    done = 0
+    if n_jobs == 1 or len(groups) == 1:
+        for g in groups:
+            for i, r in zip(g, grow(g), strict=True):
+                results[i] = r
+                done += 1
+                ctx.step(done, T)
     else:
-        done = 0
         with ThreadPoolExecutor(max_workers=n_jobs) as ex:
-            futs = {ex.submit(one, s): i for i, s in enumerate(seeds)}
+            futs = {ex.submit(grow, g): g for g in groups}
             pending = set(futs)
             try:
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for fu in finished:
-                        results[futs[fu]] = fu.result()
-                        done += 1
-                        ctx.step(done, T)
+                        for i, r in zip(futs[fu], fu.result(), strict=True):
+                            results[i] = r
+                            done += 1
+                            ctx.step(done, T)
             except FitCancelled:
                 for fu in pending:
                     fu.cancel()
