@@ -20,15 +20,26 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ..context import FitCancelled
+from ..context import NULL_CONTEXT, FitCancelled
 from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state, spawn_seeds
-from ..tree._base import MIN_CATEGORY_COUNT, Fraction, max_features_spec, resolve_tree_settings, use_hist
+from ..tree._base import (
+    MIN_CATEGORY_COUNT,
+    FitTarget,
+    Fraction,
+    group_rare,
+    max_features_spec,
+    prepare_X,
+    regroup,
+    resolve_tree_settings,
+    use_hist,
+)
 from ..tree._binning import AUTO_HIST_MIN_SAMPLES, bin_features
 from ..tree._grower import TreeGrower
 from ..tree._predictor import NodeTable
+from ..validation import check_array, check_is_fitted, check_n_features
 
-__all__ = ["forest_params", "fit_forest", "resolve_n_jobs"]
+__all__ = ["BaseForest", "forest_params", "fit_forest", "resolve_n_jobs"]
 
 # trees grown together: at most this many (row, tree) pairs and this many trees per group
 _GROUP_ROWS = 1 << 16
@@ -174,3 +185,59 @@ def oob_values(table: NodeTable, X: np.ndarray, counts: list, chunk: int = 4096)
         total[a : a + chunk] = (vals * oob[:, :, None]).sum(axis=1)
     n_oob = (~inbag).sum(axis=1)
     return total, n_oob
+
+
+class BaseForest:
+    """``fit`` written once for the random-forest twins (as scikit-learn's ``BaseForest``).
+
+    The twins override the hooks: ``_validate_y_class_weight`` (targets, class weights, the fitted
+    attributes that describe the target), ``_oob_score_and_attributes`` (out-of-bag score) and the
+    prediction from the averaged tree values.
+    """
+
+    _regression: bool = False
+
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
+        target = self._validate_y_class_weight(y, X.shape[0], sample_weight, p)
+        trees, counts = fit_forest(X, target.y, target.w, is_cat, p, regression=self._regression,
+                                   n_classes=target.n_classes, ctx=ctx, y_raw=target.y_raw,
+                                   class_weight_fn=target.class_weight_fn)
+        table = NodeTable(trees)
+        table.prepare_batch()  # batch-predict tables (a fraction of a second for 100 deep trees)
+        imp = np.zeros(X.shape[1])
+        for t in trees:
+            ti = t.feature_importances(X.shape[1])
+            if ti.sum() > 0:
+                imp += ti / ti.sum()
+        oob = self._oob_score_and_attributes(table, X, target.y, counts) if counts is not None else {}
+        for k, v in target.attrs.items():
+            setattr(self, k, v)
+        self.n_features_in_ = X.shape[1]
+        self.categorical_features_ = is_cat
+        self.trees_ = trees
+        self.feature_importances_ = imp / imp.sum() if imp.sum() > 0 else imp
+        for k, v in oob.items():
+            setattr(self, k, v)
+        self._table = table
+        return self
+
+    def _checked_X(self, X) -> np.ndarray:
+        check_is_fitted(self, ["trees_"])
+        X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
+        check_n_features(self, X)
+        return X
+
+    def _forest_values(self, X) -> np.ndarray:
+        """(n, V) average over the trees of their (class distribution or mean) values."""
+        return self._table.mean_value(self._checked_X(X))
+
+    # ------------------------------------------------------------------ hooks
+    def _validate_y_class_weight(self, y, n_samples: int, sample_weight, p) -> FitTarget:
+        raise NotImplementedError
+
+    def _oob_score_and_attributes(self, table: NodeTable, X, y, counts) -> dict:
+        raise NotImplementedError

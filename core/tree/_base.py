@@ -18,9 +18,19 @@ import math
 
 import numpy as np
 
+from ..context import NULL_CONTEXT
 from ..model_selection.split import train_test_split_indices
 from ..params import Choice, DictOf, Float, Int, OneOf, ParamError, Seed
-from ..validation import DataError
+from ..random import check_random_state
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    check_target,
+    column_or_1d,
+)
 from ._binning import (
     AUTO_HIST_MIN_SAMPLES,
     apply_category_groups,
@@ -29,11 +39,13 @@ from ._binning import (
     resolve_categorical,
 )
 from ._grower import grow_tree
+from ._predictor import NodeTable
 from ._pruning import cost_complexity_prune, reduced_error_prune
 
 __all__ = ["Fraction", "tree_params", "group_rare", "regroup", "MIN_CATEGORY_COUNT",
            "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
-           "reduced_error_prune", "cost_complexity_prune", "max_features_spec"]
+           "reduced_error_prune", "cost_complexity_prune", "max_features_spec", "FitTarget",
+           "classifier_target", "regressor_target", "BaseDecisionTree"]
 
 
 class Fraction(Float):
@@ -151,8 +163,6 @@ def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) ->
 
 
 def prepare_X(X, categorical_features, *, name="X"):
-    from ..validation import check_array
-
     X = check_array(X, allow_nan=True, name=name)
     is_cat = resolve_categorical(categorical_features, X.shape[1])
     return X, is_cat
@@ -198,3 +208,101 @@ def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y
     if p["ccp_alpha"] > 0:
         tree = cost_complexity_prune(tree, p["ccp_alpha"])
     return tree
+
+
+# ----------------------------------------------------------------------------- twins' bases
+class FitTarget:
+    """What a classifier or regressor hands the shared ``fit``: the target the trees are grown on
+    (class codes or floats), the number of classes (1: regression), sample weights (class weights
+    applied), a per-bootstrap class-weight function (forests' ``balanced_subsample``), the raw target
+    (absolute error), the stratification of a validation split, and the fitted attributes describing
+    the target (``classes_``, ``n_classes_``)."""
+
+    def __init__(self, y, n_classes, w, *, y_raw=None, class_weight_fn=None, stratify=None, attrs=None):
+        self.y, self.n_classes, self.w = y, n_classes, w
+        self.y_raw, self.class_weight_fn, self.stratify = y_raw, class_weight_fn, stratify
+        self.attrs = attrs or {}
+
+
+def classifier_target(est, y, n_samples: int, sample_weight, class_weight) -> FitTarget:
+    """Labels encoded as class codes; ``class_weight`` applied to the weights (``balanced_subsample``:
+    per bootstrap sample, as a function of the in-bag codes and counts)."""
+    if y is None:
+        raise DataError("y is required for a supervised estimator")
+    y = column_or_1d(y)
+    if y.shape[0] != n_samples:
+        raise DataError(f"X has {n_samples} samples but y has {y.shape[0]}")
+    classes, codes = est._encode_targets(y)
+    K = len(classes)
+    w = check_sample_weight(sample_weight, n_samples)
+    cw_fn = None
+    if class_weight == "balanced_subsample":
+        def cw_fn(yc, cnt, K=K):
+            per = np.bincount(yc, weights=cnt, minlength=K)
+            with np.errstate(divide="ignore"):
+                cwv = np.where(per > 0, cnt.sum() / (K * per), 0.0)
+            return cwv[yc]
+    else:
+        cw = class_weight_vector(class_weight, classes, codes)
+        if cw is not None:
+            w = w * cw[codes]
+    return FitTarget(codes, K, w, class_weight_fn=cw_fn, stratify=codes,
+                     attrs={"classes_": classes, "n_classes_": K})
+
+
+def regressor_target(y, n_samples: int, sample_weight) -> FitTarget:
+    y = check_target(y, n_samples, numeric=True)
+    return FitTarget(y, 1, check_sample_weight(sample_weight, n_samples), y_raw=y)
+
+
+class BaseDecisionTree:
+    """``fit`` written once for the decision-tree twins (as scikit-learn's ``BaseDecisionTree``); the
+    twins override ``_validate_y_class_weight`` and turn the leaf values into their output."""
+
+    _regression: bool = False
+
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT,
+            _binned=None):
+        """Fit; ``_binned`` (private) reuses the binning of the same X across boosting rounds."""
+        p = self._validated_params()
+        X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
+        target = self._validate_y_class_weight(y, X.shape[0], sample_weight, p)
+        rng = check_random_state(p["random_state"])
+        tree = fit_one_tree(X, target.y, target.w, is_cat, p, regression=self._regression,
+                            n_classes=target.n_classes, rng=rng, y_raw=target.y_raw,
+                            stratify=target.stratify, binned=_binned)
+        ctx.step(1, 1)
+        imp = tree.feature_importances(X.shape[1])
+        for k, v in target.attrs.items():
+            setattr(self, k, v)
+        self.n_features_in_ = X.shape[1]
+        self.categorical_features_ = is_cat
+        self.tree_ = tree
+        self.feature_importances_ = imp / imp.sum() if imp.sum() > 0 else imp
+        self._table = NodeTable([tree])
+        return self
+
+    def _validate_y_class_weight(self, y, n_samples: int, sample_weight, p) -> FitTarget:
+        raise NotImplementedError
+
+    def _tree_values(self, X) -> np.ndarray:
+        """(n, V) leaf values (class distribution or mean; mixed over branches for missing values)."""
+        check_is_fitted(self, ["tree_"])
+        X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
+        check_n_features(self, X)
+        return self._table.mean_value(X)
+
+    def apply(self, X):
+        """Leaf index of each sample (rows without missing values)."""
+        check_is_fitted(self, ["tree_"])
+        X = check_array(X)
+        X = regroup(self, X)
+        return self._table.leaves(X)[:, 0]
+
+    def get_depth(self) -> int:
+        return self.tree_.max_depth
+
+    def get_n_leaves(self) -> int:
+        return self.tree_.n_leaves
