@@ -233,7 +233,8 @@ class BaseForest:
 
     def _forest_values(self, X) -> np.ndarray:
         """(n, V) average over the trees of their (class distribution or mean) values."""
-        return self._table.mean_value(self._checked_X(X))
+        X = self._checked_X(X)
+        return self._table.mean_value(X)
 
     # ------------------------------------------------------------------ hooks
     def _validate_y_class_weight(self, y, n_samples: int, sample_weight, p) -> FitTarget:

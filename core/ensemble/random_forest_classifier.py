@@ -45,7 +45,8 @@ class RandomForestClassifier(BaseForest, Classifier):
 
     def predict_proba(self, X):
         if self.voting == "hard":
-            vals = self._table.per_tree_values(self._checked_X(X))
+            X = self._checked_X(X)
+            vals = self._table.per_tree_values(X)
             votes = np.argmax(vals, axis=2)  # (n, T)
             K = self.n_classes_
             n, T = votes.shape
