@@ -1,6 +1,7 @@
 """Tree-family fit times on realistic tables, against scikit-learn (ratios ours/sklearn, same run).
 
-Usage: python bench/trees_realistic.py [--rounds 3] [--only NAME[,NAME...]] [--quick]
+Usage: python bench/trees_realistic.py [--rounds 3] [--only NAME[,NAME...]]
+       python bench/trees_realistic.py --sizes   (fitted forest size: pickle and joblib compress=3)
 
 Single-threaded on both sides (``n_jobs=1``; BLAS threads pinned to 1), interleaved rounds
 (ours, sklearn, ours, ...), CPU time (``time.process_time``; the machine is shared), medians.
@@ -136,11 +137,38 @@ def _run(make, X, y, splits, classification):
     return fit_t, pred_t, float(np.mean(scores))
 
 
+def sizes(names=("rfr_diamonds", "rfc_hi")):
+    """Bytes of the fitted forests (the cases' parameters, all rows): ours against scikit-learn's."""
+    import io
+    import pickle
+
+    import joblib
+
+    def jl(m):
+        buf = io.BytesIO()
+        joblib.dump(m, buf, compress=3)  # as the service stores a bundle
+        return buf.tell()
+
+    for name in names:
+        algo, load, params, _ = CASES[name]
+        X, y = load()
+        o, s = (_factory(impl, algo, params)().fit(X, y) for impl in ("ours", "sklearn"))
+        po, ps = len(pickle.dumps(o, protocol=5)), len(pickle.dumps(s, protocol=5))
+        jo, js = jl(o), jl(s)
+        nodes = sum(t.node_count for t in o.trees_), sum(e.tree_.node_count for e in s.estimators_)
+        print(f"{name}: nodes {nodes[0]} vs {nodes[1]}; pickle {po / 2**20:.1f} vs {ps / 2**20:.1f} MiB "
+              f"({po / ps:.2f}); joblib compress=3 {jo / 2**20:.1f} vs {js / 2**20:.1f} MiB ({jo / js:.2f})")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="")
+    ap.add_argument("--sizes", action="store_true")
     args = ap.parse_args(argv)
+    if args.sizes:
+        sizes()
+        return
     names = [c for c in args.only.split(",") if c] or list(CASES)
     import sklearn.ensemble  # noqa: F401
 

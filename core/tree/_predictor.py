@@ -46,7 +46,7 @@ class NodeTable:
         self.feat0 = np.concatenate(
             [np.where(t.kind == LEAF, 0, t.feature).astype(np.intp) for t in trees])
         self.thr0 = np.concatenate([np.where(t.kind == NUMERIC, t.threshold, np.inf) for t in trees])
-        # children: the right child of a numeric node is left + 1 (grow_tree numbers siblings
+        # children: the right child of a numeric node is left + 1 (the grower numbers siblings
         # consecutively; prune_to keeps that), so one array ``left`` (non-numeric nodes point to
         # themselves) gives child = left[node] + (x > thr); interleaved pairs otherwise
         lefts = [self._tree_left(t, o) for t, o in zip(trees, offs[:-1], strict=True)]

@@ -4,7 +4,7 @@ Each leaf predicts the weighted mean (squared_error) or weighted median
 (absolute_error) of its training targets; the split maximises the decrease of
 W_t * I(t) with I the weighted variance or the mean absolute deviation from the
 median.  Same binning, categorical multiway splits, C4.5 missing-value
-propagation and pruning as the classifier (core/tree/_tree.py, _base.py).
+propagation and pruning as the classifier (core/tree/: _grower.py, _splitter.py, _pruning.py).
 """
 
 from __future__ import annotations
