@@ -24,7 +24,8 @@ def _pack_f64(a: np.ndarray):
     a = np.asarray(a)
     if a.dtype != np.float64 or a.size == 0:
         return a
-    a32 = a.astype(np.float32)
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, then an exception below
+        a32 = a.astype(np.float32)
     back = a32.astype(np.float64)
     bad = np.flatnonzero(~((back == a) | (np.isnan(a) & np.isnan(back))))
     if bad.size * 12 >= a.size * 4:  # mostly inexact: float64 is smaller
