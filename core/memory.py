@@ -92,6 +92,25 @@ def _nodes(rows: int, min_leaf: int, max_depth, max_leaves=None) -> int:
     return max(1, nodes)
 
 
+def _grouped_growth_bytes(trees: int, rows: int, n_features: int, max_features) -> int:
+    """Per-(row, candidate feature) temporaries of the split search (~200 bytes a pair) for a group of
+    trees grown together: the group holds <= 65,536 (row, tree) pairs and a chunk <= 65,536 pairs
+    (core/ensemble/_forest.py, core/tree/_splitter.py)."""
+    f = max(1, int(n_features))
+    if max_features is None:
+        mf = f
+    elif max_features == "sqrt":
+        mf = max(1, int(math.sqrt(f)))
+    elif max_features == "log2":
+        mf = max(1, int(math.log2(f))) if f > 1 else 1
+    elif isinstance(max_features, float):
+        mf = max(1, int(max_features * f))
+    else:
+        mf = min(f, int(max_features))
+    group_rows = min(trees, max(1, (1 << 16) // max(rows, 1))) * rows
+    return 200 * min(group_rows * mf, 1 << 16)
+
+
 def forest_fit(default_trees: int = 1):
     """Trees x nodes: ``n_estimators`` trees (``default_trees`` when there is no such parameter), each on a
     bootstrap of ``max_samples`` rows, no deeper than ``max_depth``, leaves of at least ``min_samples_leaf``."""
@@ -105,6 +124,8 @@ def forest_fit(default_trees: int = 1):
                        params.get("max_leaf_nodes"))
         per_node = NODE_BYTES + F8 * max(1, n_outputs)
         total = trees * nodes * per_node + generic_bytes(n, n_features)
+        if trees > 1:  # a forest grows trees on small data together: the split search's temporaries
+            total += _grouped_growth_bytes(trees, rows, n_features, params.get("max_features"))
         return FitMemory(int(total), f"{trees} trees of up to {nodes} nodes each",
                          "n_estimators" if "n_estimators" in cls.params else "max_depth")
 

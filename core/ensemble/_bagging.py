@@ -13,11 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import registry
+from ..context import NULL_CONTEXT
 from ..params import Any_, Bool, Int, OneOf, ParamError, Seed
 from ..random import check_random_state, spawn_seeds
 from ..tree._base import Fraction
+from ..tree._binning import resolve_categorical
+from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
 
-__all__ = ["bagging_params", "build_base", "draw_bags"]
+__all__ = ["BaseBagging", "bagging_params", "build_base", "draw_bags"]
 
 
 def bagging_params(default_base: str) -> dict:
@@ -130,3 +133,75 @@ def fit_member(cls, params, X, y, counts, feats, seed, w, is_cat, classification
         rows = np.repeat(np.arange(counts.size), counts)
         est.fit(X[np.ix_(rows, feats)], y[rows], **kw)
     return est
+
+
+class BaseBagging:
+    """``fit`` written once for the bagging twins (as scikit-learn's ``BaseBagging``).
+
+    Hooks: ``_validate_X_y`` (checks and the target the members are fitted on, plus the fitted
+    attributes describing it), ``_member_output`` (a member's prediction or class probabilities in
+    the ensemble's class order) and ``_oob_score_and_attributes``.
+    """
+
+    _classification: bool = False
+
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        cls, bparams = build_base(p["estimator"], self.task)
+        X, y_fit, attrs = self._validate_X_y(X, y, cls)
+        is_cat = resolve_categorical(categorical_features, X.shape[1])
+        w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
+        if w is not None and not cls.supports_sample_weight:
+            raise DataError(f"the base estimator {cls.name!r} does not accept sample_weight")
+        bags = draw_bags(p, X.shape[0], X.shape[1])
+        members, feats_list = [], []
+        for i, (counts, feats, seed) in enumerate(bags):
+            members.append(fit_member(cls, bparams, X, y_fit, counts, feats, seed, w, is_cat,
+                                      classification=self._classification))
+            feats_list.append(feats)
+            ctx.step(i + 1, len(bags))
+        for k, v in attrs.items():
+            setattr(self, k, v)
+        self.n_features_in_ = X.shape[1]
+        self.estimators_ = members
+        self.estimators_features_ = feats_list
+        if p["oob_score"]:
+            total = None
+            n_oob = np.zeros(X.shape[0])
+            for (counts, feats, _), est in zip(bags, members, strict=True):
+                oob = np.flatnonzero(counts == 0)
+                if oob.size:
+                    out = self._member_output(est, X[np.ix_(oob, feats)])
+                    if total is None:
+                        total = np.zeros((X.shape[0],) + out.shape[1:])
+                    total[oob] += out
+                    n_oob[oob] += 1
+            if total is None:
+                total = np.zeros((X.shape[0],) + self._output_shape())
+            for k, v in self._oob_score_and_attributes(total, n_oob, y_fit).items():
+                setattr(self, k, v)
+        return self
+
+    def _mean_output(self, X) -> np.ndarray:
+        """Average of the members' outputs."""
+        check_is_fitted(self, ["estimators_"])
+        X = check_array(X, allow_nan=True)
+        check_n_features(self, X)
+        total = None
+        for est, feats in zip(self.estimators_, self.estimators_features_, strict=True):
+            out = self._member_output(est, X[:, feats])
+            total = out if total is None else total + out
+        return total / len(self.estimators_)
+
+    # ------------------------------------------------------------------ hooks
+    def _validate_X_y(self, X, y, cls):
+        raise NotImplementedError
+
+    def _member_output(self, est, Xs) -> np.ndarray:
+        raise NotImplementedError
+
+    def _output_shape(self) -> tuple:
+        raise NotImplementedError
+
+    def _oob_score_and_attributes(self, total, n_oob, y) -> dict:
+        raise NotImplementedError

@@ -20,14 +20,30 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ..context import FitCancelled
+from ..context import NULL_CONTEXT, FitCancelled
 from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state, spawn_seeds
-from ..tree._base import MIN_CATEGORY_COUNT, Fraction, max_features_spec, resolve_tree_settings, use_hist
+from ..tree._base import (
+    MIN_CATEGORY_COUNT,
+    FitTarget,
+    Fraction,
+    group_rare,
+    max_features_spec,
+    prepare_X,
+    regroup,
+    resolve_tree_settings,
+    use_hist,
+)
 from ..tree._binning import AUTO_HIST_MIN_SAMPLES, bin_features
-from ..tree._tree import NodeTable, grow_tree
+from ..tree._grower import TreeGrower
+from ..tree._predictor import NodeTable
+from ..validation import check_array, check_is_fitted, check_n_features
 
-__all__ = ["forest_params", "fit_forest", "resolve_n_jobs"]
+__all__ = ["BaseForest", "forest_params", "fit_forest", "resolve_n_jobs"]
+
+# trees grown together: at most this many (row, tree) pairs and this many trees per group
+_GROUP_ROWS = 1 << 16
+_GROUP_TREES = 100
 
 
 def forest_params(criteria, default_criterion, *, max_features_default, classifier: bool) -> dict:
@@ -97,7 +113,8 @@ def fit_forest(X, y, w, is_cat, p, *, regression: bool, n_classes: int, ctx, y_r
     need_counts = p["bootstrap"] and p["oob_score"]
     ccp = p["ccp_alpha"]
 
-    def one(seed):
+    def bag(seed):
+        """(rows, weights, generator, in-bag counts) of one tree."""
         trng = np.random.default_rng(seed)
         if p["bootstrap"]:
             counts = np.bincount(trng.integers(0, n, size=n_draw), minlength=n)
@@ -109,32 +126,44 @@ def fit_forest(X, y, w, is_cat, p, *, regression: bool, n_classes: int, ctx, y_r
             counts = None
             rows = np.arange(n)
             tw = w if class_weight_fn is None else w * class_weight_fn(y, np.ones(n))
-        tree = grow_tree(binned, rows, tw, y, criterion=p["criterion"], n_classes=n_classes, rng=trng,
-                         y_raw=y_raw, **settings)
+        return rows, tw, trng, counts
+
+    def grow(group):
+        """Grow a group of trees together (one pass per level for all of them)."""
+        bags = [bag(seeds[i]) for i in group]
+        trees = TreeGrower(binned, [b[:3] for b in bags], y, criterion=p["criterion"], n_classes=n_classes,
+                           y_raw=y_raw, **settings).grow()
         if ccp > 0:
-            from ..tree._base import cost_complexity_prune
+            from ..tree._pruning import cost_complexity_prune
 
-            tree = cost_complexity_prune(tree, ccp)
-        return tree, (counts if need_counts else None)
+            trees = [cost_complexity_prune(t, ccp) for t in trees]
+        return [(t, (b[3] if need_counts else None)) for t, b in zip(trees, bags, strict=True)]
 
+    # trees are grown in groups whose rows together stay within a budget: on small data a level of
+    # many trees costs about what a level of one does; on large data every group is one tree
+    per_group = max(1, min(_GROUP_ROWS // max(n_draw if p["bootstrap"] else n, 1), _GROUP_TREES))
+    groups = [list(range(a, min(T, a + per_group))) for a in range(0, T, per_group)]
     n_jobs = resolve_n_jobs(p["n_jobs"])
     results: list = [None] * T
-    if n_jobs == 1 or T == 1:
-        for i, s in enumerate(seeds):
-            results[i] = one(s)
-            ctx.step(i + 1, T)
+    done = 0
+    if n_jobs == 1 or len(groups) == 1:
+        for g in groups:
+            for i, r in zip(g, grow(g), strict=True):
+                results[i] = r
+                done += 1
+                ctx.step(done, T)
     else:
-        done = 0
         with ThreadPoolExecutor(max_workers=n_jobs) as ex:
-            futs = {ex.submit(one, s): i for i, s in enumerate(seeds)}
+            futs = {ex.submit(grow, g): g for g in groups}
             pending = set(futs)
             try:
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for fu in finished:
-                        results[futs[fu]] = fu.result()
-                        done += 1
-                        ctx.step(done, T)
+                        for i, r in zip(futs[fu], fu.result(), strict=True):
+                            results[i] = r
+                            done += 1
+                            ctx.step(done, T)
             except FitCancelled:
                 for fu in pending:
                     fu.cancel()
@@ -156,3 +185,60 @@ def oob_values(table: NodeTable, X: np.ndarray, counts: list, chunk: int = 4096)
         total[a : a + chunk] = (vals * oob[:, :, None]).sum(axis=1)
     n_oob = (~inbag).sum(axis=1)
     return total, n_oob
+
+
+class BaseForest:
+    """``fit`` written once for the random-forest twins (as scikit-learn's ``BaseForest``).
+
+    The twins override the hooks: ``_validate_y_class_weight`` (targets, class weights, the fitted
+    attributes that describe the target), ``_oob_score_and_attributes`` (out-of-bag score) and the
+    prediction from the averaged tree values.
+    """
+
+    _regression: bool = False
+
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
+        p = self._validated_params()
+        X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
+        target = self._validate_y_class_weight(y, X.shape[0], sample_weight, p)
+        trees, counts = fit_forest(X, target.y, target.w, is_cat, p, regression=self._regression,
+                                   n_classes=target.n_classes, ctx=ctx, y_raw=target.y_raw,
+                                   class_weight_fn=target.class_weight_fn)
+        table = NodeTable(trees)
+        table.prepare_batch()  # batch-predict tables (a fraction of a second for 100 deep trees)
+        imp = np.zeros(X.shape[1])
+        for t in trees:
+            ti = t.feature_importances(X.shape[1])
+            if ti.sum() > 0:
+                imp += ti / ti.sum()
+        oob = self._oob_score_and_attributes(table, X, target.y, counts) if counts is not None else {}
+        for k, v in target.attrs.items():
+            setattr(self, k, v)
+        self.n_features_in_ = X.shape[1]
+        self.categorical_features_ = is_cat
+        self.trees_ = trees
+        self.feature_importances_ = imp / imp.sum() if imp.sum() > 0 else imp
+        for k, v in oob.items():
+            setattr(self, k, v)
+        self._table = table
+        return self
+
+    def _checked_X(self, X) -> np.ndarray:
+        check_is_fitted(self, ["trees_"])
+        X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
+        check_n_features(self, X)
+        return X
+
+    def _forest_values(self, X) -> np.ndarray:
+        """(n, V) average over the trees of their (class distribution or mean) values."""
+        X = self._checked_X(X)
+        return self._table.mean_value(X)
+
+    # ------------------------------------------------------------------ hooks
+    def _validate_y_class_weight(self, y, n_samples: int, sample_weight, p) -> FitTarget:
+        raise NotImplementedError
+
+    def _oob_score_and_attributes(self, table: NodeTable, X, y, counts) -> dict:
+        raise NotImplementedError

@@ -18,9 +18,19 @@ import math
 
 import numpy as np
 
+from ..context import NULL_CONTEXT
 from ..model_selection.split import train_test_split_indices
 from ..params import Choice, DictOf, Float, Int, OneOf, ParamError, Seed
-from ..validation import DataError
+from ..random import check_random_state
+from ..validation import (
+    DataError,
+    check_array,
+    check_is_fitted,
+    check_n_features,
+    check_sample_weight,
+    check_target,
+    column_or_1d,
+)
 from ._binning import (
     AUTO_HIST_MIN_SAMPLES,
     apply_category_groups,
@@ -28,11 +38,14 @@ from ._binning import (
     group_categories,
     resolve_categorical,
 )
-from ._tree import LEAF, NodeTable, Tree, grow_tree
+from ._grower import grow_tree
+from ._predictor import NodeTable
+from ._pruning import cost_complexity_prune, reduced_error_prune
 
 __all__ = ["Fraction", "tree_params", "group_rare", "regroup", "MIN_CATEGORY_COUNT",
            "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
-           "reduced_error_prune", "cost_complexity_prune", "max_features_spec"]
+           "reduced_error_prune", "cost_complexity_prune", "max_features_spec", "FitTarget",
+           "classifier_target", "regressor_target", "BaseDecisionTree"]
 
 
 class Fraction(Float):
@@ -150,8 +163,6 @@ def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) ->
 
 
 def prepare_X(X, categorical_features, *, name="X"):
-    from ..validation import check_array
-
     X = check_array(X, allow_nan=True, name=name)
     is_cat = resolve_categorical(categorical_features, X.shape[1])
     return X, is_cat
@@ -199,88 +210,99 @@ def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y
     return tree
 
 
-# ----------------------------------------------------------------------------- pruning
-def _subtree_sum(tree: Tree, leafv: np.ndarray, is_leaf: np.ndarray, par: np.ndarray, by_depth) -> np.ndarray:
-    """Sum of ``leafv`` over the current leaves of every node's subtree."""
-    n = tree.node_count
-    res = np.where(is_leaf, leafv, 0.0)
-    acc = np.zeros(n)
-    for d in range(len(by_depth) - 1, 0, -1):
-        at = by_depth[d]
-        inner = at[~is_leaf[at]]
-        res[inner] = acc[inner]
-        acc += np.bincount(par[at], weights=res[at], minlength=n)
-    if not is_leaf[0]:
-        res[0] = acc[0]
-    return res
+# ----------------------------------------------------------------------------- twins' bases
+class FitTarget:
+    """What a classifier or regressor hands the shared ``fit``: the target the trees are grown on
+    (class codes or floats), the number of classes (1: regression), sample weights (class weights
+    applied), a per-bootstrap class-weight function (forests' ``balanced_subsample``), the raw target
+    (absolute error), the stratification of a validation split, and the fitted attributes describing
+    the target (``classes_``, ``n_classes_``)."""
+
+    def __init__(self, y, n_classes, w, *, y_raw=None, class_weight_fn=None, stratify=None, attrs=None):
+        self.y, self.n_classes, self.w = y, n_classes, w
+        self.y_raw, self.class_weight_fn, self.stratify = y_raw, class_weight_fn, stratify
+        self.attrs = attrs or {}
 
 
-def _depth_groups(tree: Tree):
-    return [np.flatnonzero(tree.depth == d) for d in range(tree.max_depth + 1)]
-
-
-def reduced_error_prune(tree: Tree, Xv, yv, wv, *, regression: bool) -> Tree:
-    if tree.n_leaves <= 1:
-        return tree
-    table = NodeTable([tree])
-    s, _, node, wgt = table.weighted_leaves(Xv, record_all=True)
-    n = tree.node_count
-    wgt = wgt * wv[s]
-    if regression:
-        pred = tree.value[node, 0]
-        err_leaf = np.bincount(node, weights=wgt * (yv[s].astype(float) - pred) ** 2, minlength=n)
+def classifier_target(est, y, n_samples: int, sample_weight, class_weight) -> FitTarget:
+    """Labels encoded as class codes; ``class_weight`` applied to the weights (``balanced_subsample``:
+    per bootstrap sample, as a function of the in-bag codes and counts)."""
+    if y is None:
+        raise DataError("y is required for a supervised estimator")
+    y = column_or_1d(y)
+    if y.shape[0] != n_samples:
+        raise DataError(f"X has {n_samples} samples but y has {y.shape[0]}")
+    classes, codes = est._encode_targets(y)
+    K = len(classes)
+    w = check_sample_weight(sample_weight, n_samples)
+    cw_fn = None
+    if class_weight == "balanced_subsample":
+        def cw_fn(yc, cnt, K=K):
+            per = np.bincount(yc, weights=cnt, minlength=K)
+            with np.errstate(divide="ignore"):
+                cwv = np.where(per > 0, cnt.sum() / (K * per), 0.0)
+            return cwv[yc]
     else:
-        pred = np.argmax(tree.value, axis=1)[node]
-        err_leaf = np.bincount(node, weights=wgt * (pred != yv[s]), minlength=n)
-    par = tree.parent()
-    groups = _depth_groups(tree)
-    is_leaf = tree.kind == LEAF
-    reach = np.ones(n, dtype=bool)
-    while True:
-        sub = _subtree_sum(tree, err_leaf, is_leaf, par, groups)
-        gain = sub - err_leaf
-        cand = ~is_leaf & reach
-        if not cand.any():
-            break
-        gain = np.where(cand, gain, -np.inf)
-        best = int(np.argmax(gain))
-        if gain[best] < -1e-12:
-            break
-        is_leaf[best] = True
-        reach = _reachable(tree, is_leaf, par, groups)
-    return tree.prune_to(np.flatnonzero(is_leaf & (tree.kind != LEAF)))
+        cw = class_weight_vector(class_weight, classes, codes)
+        if cw is not None:
+            w = w * cw[codes]
+    return FitTarget(codes, K, w, class_weight_fn=cw_fn, stratify=codes,
+                     attrs={"classes_": classes, "n_classes_": K})
 
 
-def _reachable(tree, is_leaf, par, groups):
-    reach = np.zeros(tree.node_count, dtype=bool)
-    reach[0] = True
-    for d in range(1, len(groups)):
-        at = groups[d]
-        reach[at] = reach[par[at]] & ~is_leaf[par[at]]
-    return reach
+def regressor_target(y, n_samples: int, sample_weight) -> FitTarget:
+    y = check_target(y, n_samples, numeric=True)
+    return FitTarget(y, 1, check_sample_weight(sample_weight, n_samples), y_raw=y)
 
 
-def cost_complexity_prune(tree: Tree, ccp_alpha: float) -> Tree:
-    if tree.n_leaves <= 1:
-        return tree
-    W_root = tree.weighted_n_node_samples[0]
-    R = tree.weighted_n_node_samples / W_root * tree.impurity
-    par = tree.parent()
-    groups = _depth_groups(tree)
-    is_leaf = tree.kind == LEAF
-    reach = np.ones(tree.node_count, dtype=bool)
-    ones = np.ones(tree.node_count)
-    while True:
-        RT = _subtree_sum(tree, R, is_leaf, par, groups)
-        nl = _subtree_sum(tree, ones, is_leaf, par, groups)
-        cand = ~is_leaf & reach
-        if not cand.any():
-            break
-        with np.errstate(divide="ignore", invalid="ignore"):
-            alpha = np.where(cand & (nl > 1), (R - RT) / (nl - 1), np.inf)
-        best = int(np.argmin(alpha))
-        if not alpha[best] <= ccp_alpha:
-            break
-        is_leaf[best] = True
-        reach = _reachable(tree, is_leaf, par, groups)
-    return tree.prune_to(np.flatnonzero(is_leaf & (tree.kind != LEAF)))
+class BaseDecisionTree:
+    """``fit`` written once for the decision-tree twins (as scikit-learn's ``BaseDecisionTree``); the
+    twins override ``_validate_y_class_weight`` and turn the leaf values into their output."""
+
+    _regression: bool = False
+
+    def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT,
+            _binned=None):
+        """Fit; ``_binned`` (private) reuses the binning of the same X across boosting rounds."""
+        p = self._validated_params()
+        X, is_cat = prepare_X(X, categorical_features)
+        X = group_rare(self, X, is_cat, p)
+        target = self._validate_y_class_weight(y, X.shape[0], sample_weight, p)
+        rng = check_random_state(p["random_state"])
+        tree = fit_one_tree(X, target.y, target.w, is_cat, p, regression=self._regression,
+                            n_classes=target.n_classes, rng=rng, y_raw=target.y_raw,
+                            stratify=target.stratify, binned=_binned)
+        ctx.step(1, 1)
+        imp = tree.feature_importances(X.shape[1])
+        for k, v in target.attrs.items():
+            setattr(self, k, v)
+        self.n_features_in_ = X.shape[1]
+        self.categorical_features_ = is_cat
+        self.tree_ = tree
+        self.feature_importances_ = imp / imp.sum() if imp.sum() > 0 else imp
+        self._table = NodeTable([tree])
+        return self
+
+    def _validate_y_class_weight(self, y, n_samples: int, sample_weight, p) -> FitTarget:
+        raise NotImplementedError
+
+    def _tree_values(self, X) -> np.ndarray:
+        """(n, V) leaf values (class distribution or mean; mixed over branches for missing values)."""
+        check_is_fitted(self, ["tree_"])
+        X = check_array(X, allow_nan=True)
+        X = regroup(self, X)
+        check_n_features(self, X)
+        return self._table.mean_value(X)
+
+    def apply(self, X):
+        """Leaf index of each sample (rows without missing values)."""
+        check_is_fitted(self, ["tree_"])
+        X = check_array(X)
+        X = regroup(self, X)
+        return self._table.leaves(X)[:, 0]
+
+    def get_depth(self) -> int:
+        return self.tree_.max_depth
+
+    def get_n_leaves(self) -> int:
+        return self.tree_.n_leaves

@@ -1,0 +1,519 @@
+"""Split finding for all the nodes of one level at once (the splitter).
+
+For the candidate nodes of a level, the weighted class (or w, wy, wy^2) totals of every
+(node, candidate feature, bin) are gathered with ``np.bincount`` over combined integer keys (rows are
+sorted by node); cumulative sums along the bins give the left/right totals of every candidate threshold
+at once.  The best entry per node is found with segment-wise reductions (``np.maximum.reduceat``), and
+the children of every split node are laid out as one CSR block.  No Python loop runs over samples,
+thresholds or nodes: only over chunks of nodes whose (row, feature) pairs fit a memory budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._binning import Binned
+from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, xlog2x
+from ._tree import ranges
+
+__all__ = ["Splitter", "Splits"]
+
+# budget of histogram cells (node x feature x bin) evaluated densely at once
+_DENSE_CELLS = 1 << 22
+# (row, candidate feature) pairs evaluated per chunk of nodes: bounds the peak memory
+_PAIR_BUDGET = 1 << 16
+
+
+def _unique_inverse(flat: np.ndarray):
+    """``np.unique(flat, return_inverse=True)`` by a stable sort of 32-bit keys when they fit (the same
+    sorted keys and inverse, ~1.5x faster than the 64-bit sort)."""
+    if flat.size == 0 or int(flat.max()) >= 2**31:
+        U, inv = np.unique(flat, return_inverse=True)
+        return U, inv.ravel()
+    o = np.argsort(flat.astype(np.int32), kind="stable")
+    ks = flat[o]
+    bd = np.empty(ks.size, dtype=bool)
+    bd[0] = True
+    np.not_equal(ks[1:], ks[:-1], out=bd[1:])
+    inv = np.empty(ks.size, dtype=np.intp)
+    inv[o] = np.cumsum(bd) - 1
+    return ks[bd], inv
+
+
+def _run_mask(a: np.ndarray) -> np.ndarray:
+    """True where a run of equal values of ``a`` starts."""
+    m = np.empty(a.size, dtype=bool)
+    if a.size:
+        m[0] = True
+        np.not_equal(a[1:], a[:-1], out=m[1:])
+    return m
+
+
+def _run_starts(a: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(_run_mask(a))
+
+
+class Splits:
+    """The chosen splits of a level (local node ids, ascending) and their children as CSR:
+    ``nch`` children per split node, ``slots`` (-1: a category absent at the node) and ``fracs`` (the
+    children's known-weight fractions), flat in node order."""
+
+    __slots__ = ("node", "feat", "cat", "code", "thr", "gain", "nch", "slots", "fracs")
+
+    def __init__(self, node, feat, cat, code, thr, gain, nch, slots, fracs):
+        self.node, self.feat, self.cat, self.code, self.thr, self.gain = node, feat, cat, code, thr, gain
+        self.nch, self.slots, self.fracs = nch, slots, fracs
+
+    @property
+    def size(self) -> int:
+        return int(self.node.size)
+
+    @classmethod
+    def concat(cls, parts: list) -> Splits:
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in cls.__slots__))
+
+    def take(self, keep: np.ndarray) -> Splits:
+        """The splits where ``keep`` (a boolean over split nodes) holds."""
+        owner_keep = np.repeat(keep, self.nch)
+        return Splits(self.node[keep], self.feat[keep], self.cat[keep], self.code[keep], self.thr[keep],
+                      self.gain[keep], self.nch[keep], self.slots[owner_keep], self.fracs[owner_keep])
+
+
+class Splitter:
+    """Best split of every candidate node of a level (one or several trees grown together; ``rng``:
+    one generator per tree, or None)."""
+
+    def __init__(self, binned: Binned, yc: np.ndarray, y_raw, *, criterion: str, n_stats: int,
+                 min_samples_leaf: float, max_features: int, rng):
+        self.binned = binned
+        self.codes = binned.codes
+        self.Bp1 = binned.missing_code + 1
+        self.yc = yc
+        self.y_raw = y_raw
+        self.criterion = criterion
+        self.regression = criterion in REGRESSION_CRITERIA
+        self.mae = criterion == "absolute_error"
+        self.ratio = criterion == "gain_ratio"
+        self.S = n_stats
+        self.msl = min_samples_leaf
+        self.n_features = self.codes.shape[1]
+        self.mf = min(max_features, self.n_features)
+        self.rng = rng
+
+    # ------------------------------------------------------------------ level
+    def choose_features(self, cand: np.ndarray, node_tree: np.ndarray) -> np.ndarray:
+        """Each candidate node's features: all of them, or ``max_features`` drawn by its tree's generator
+        (one draw per tree and level, for the tree's candidates in order)."""
+        n_nodes = cand.size
+        if self.mf >= self.n_features or self.rng is None:
+            return np.broadcast_to(np.arange(self.n_features), (n_nodes, self.n_features))
+        if len(self.rng) == 1:
+            return np.argsort(self.rng[0].random((n_nodes, self.n_features)), axis=1)[:, : self.mf]
+        t_of = node_tree[cand]  # ascending (nodes are ordered tree by tree)
+        bounds = np.flatnonzero(np.diff(t_of)) + 1
+        parts = [self.rng[int(t_of[a])].random((b - a, self.n_features))
+                 for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), n_nodes], strict=True)]
+        return np.argsort(np.concatenate(parts), axis=1)[:, : self.mf]
+
+    def find(self, cand: np.ndarray, rows) -> Splits | None:
+        """Best splits of the candidate nodes ``cand`` (ascending local ids); ``rows`` is the level's
+        row state (``starts``, ``r_s``, ``r_f``, ``r_w``, ``r_y``, node totals ``Wn``, ``node_tree``)."""
+        if cand.size == 0:
+            return None
+        feats_all = self.choose_features(cand, rows.node_tree)
+        # blocks: per tree, consecutive candidate nodes with a bounded number of (row, feature) pairs
+        # (greedy: a block takes nodes while its rows fit the budget, and at least one node).  The
+        # cumulative sums along the bins run within a block, so a tree's splits do not depend on the
+        # other trees grown with it.  Chunks: consecutive blocks processed together, greedy likewise
+        # (one tree alone: every chunk is one block).
+        row_budget = max(1, _PAIR_BUDGET // self.mf)
+        lens = rows.starts[cand + 1] - rows.starts[cand]
+        cum = np.cumsum(lens)
+        if rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]:  # one tree
+            tcut = [0, cand.size]
+        else:
+            tcut = [0, *(_run_starts(rows.node_tree[cand])[1:].tolist()), cand.size]
+        blocks = []
+        for a, b in zip(tcut[:-1], tcut[1:], strict=True):
+            i = a
+            while i < b:
+                before = int(cum[i - 1]) if i else 0
+                j = min(b, max(i + 1, int(np.searchsorted(cum, before + row_budget, side="right"))))
+                blocks.append(i)
+                i = j
+        blocks.append(cand.size)
+        bstart = np.array(blocks[:-1], dtype=np.intp)
+        bend_cum = cum[np.array(blocks[1:], dtype=np.intp) - 1]  # rows up to the end of each block
+        results = []
+        k = 0
+        while k < bstart.size:
+            i = int(bstart[k])
+            before = int(cum[i - 1]) if i else 0
+            m = max(k + 1, int(np.searchsorted(bend_cum, before + row_budget, side="right")))
+            j = blocks[m]
+            res = self._chunk(cand[i:j], feats_all[i:j], rows, bstart[k:m] - i)
+            if res is not None:
+                results.append(res)
+            k = m
+        return Splits.concat(results) if results else None
+
+    def _chunk(self, nodes, feats, rows, block_nodes) -> Splits | None:
+        """Splits of the chunk's nodes; ``block_nodes``: the first (chunk-local) node of each block."""
+        U, cnt, st, K = self._histograms(nodes, feats, rows)
+        e = self._entry_scores(nodes, feats, U, cnt, st, K, rows, block_nodes)
+        if e is None:
+            return None
+        return self._best_splits(nodes, e)
+
+    # ------------------------------------------------------------------ histograms
+    def _histograms(self, nodes, feats, rows):
+        """Non-empty (node, feature, bin) cells of the chunk: their keys U (ascending), known counts
+        and weighted totals."""
+        starts, r_s, r_f, r_w = rows.starts, rows.r_s, rows.r_f, rows.r_w
+        codes, yc, mf, Bp1, S, regression = self.codes, self.yc, self.mf, self.Bp1, self.S, self.regression
+        # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
+        # (node, feature, bin) entry; they are the peak of a fit, so they are freed (or reused in place)
+        # as soon as they are consumed, and integer indices over entries are 32-bit.  In-place and
+        # reordered operations compute exactly the same values as the expressions they replace.
+        N = nodes.size
+        # rows of these nodes (rows are sorted by node; nodes may be non-contiguous)
+        lens = starts[nodes + 1] - starts[nodes]
+        ridx = np.repeat(starts[nodes], lens) + ranges(lens)
+        local = np.repeat(np.arange(N), lens)
+        s = r_s[ridx]
+        fr = None if r_f is None else r_f[ridx]  # None: every fraction is 1 (counts = row counts)
+        wt = None if r_w is None else r_w[ridx]  # None: unit weights (sums of 1.0 = integer counts)
+        yv = rows.r_y[ridx] if regression else None  # centred targets (each tree its own offset)
+        del ridx
+        if mf == codes.shape[1] and (feats == np.arange(mf)).all():
+            cg = codes[s]  # (R, mf) small-int codes, every feature in order
+        else:
+            cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
+        K = N * mf * Bp1
+        M = s.size * mf
+        if regression:
+            # (w, w y, w y^2); with unit weights 1.0 * y = y exactly
+            chan_vals = (wt, yv, yv * yv) if wt is None else (wt, wt * yv, wt * yv * yv)
+            del yv
+
+        def rep(v):  # per-(row, feature) weights of a per-row weight array (None: unit)
+            return None if v is None else np.repeat(v, mf)
+
+        if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
+            # a big node (the root levels): dense histograms one candidate feature at a time, so the
+            # temporaries are O(rows) instead of O(rows x features)
+            cnt_full = np.zeros(K)
+            st_full = np.zeros((K, S)) if regression else np.zeros(K * S)
+            lbase = local * (mf * Bp1)
+            ys = None if regression else yc[s]
+            for j in range(mf):
+                kj = lbase + j * Bp1
+                kj += cg[:, j]
+                cnt_full += np.bincount(kj, weights=fr, minlength=K)
+                if regression:
+                    for c, v in enumerate(chan_vals):
+                        st_full[:, c] += np.bincount(kj, weights=v, minlength=K)
+                else:
+                    kj *= S
+                    kj += ys
+                    st_full += np.bincount(kj, weights=wt, minlength=K * S)
+            del lbase, ys, kj
+            U = np.flatnonzero(cnt_full)
+            cnt = cnt_full[U]
+            del cnt_full
+            st = st_full[U] if regression else st_full.reshape(K, S)[U]
+            del st_full
+        else:
+            comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
+            comb += cg
+            flat = comb.ravel()  # a view of comb
+            if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
+                # non-empty cells found with a mask over the K cells and numbered by their rank, then
+                # histograms over the entries only: no dense (K, S) histogram; each entry receives the
+                # same additions in the same order as in a dense bincount
+                seen = np.zeros(K, dtype=bool)
+                seen[flat] = True
+                U = np.flatnonzero(seen)
+                rank = np.cumsum(seen, dtype=np.int32 if K < 2**31 else np.intp)
+                del seen
+                flat[:] = rank[flat]  # in place: flat (a view of comb) becomes entry index + 1
+                del rank
+                flat -= 1
+                nU = U.size
+                cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
+                if regression:
+                    st = np.stack([np.bincount(flat, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
+                else:
+                    comb *= S  # in place: flat becomes the (entry, class) key
+                    comb += yc[s][:, None]
+                    st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
+                nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
+                if not nz.all():
+                    U, cnt, st = U[nz], cnt[nz], st[nz]
+                del nz
+            else:
+                U, inv = _unique_inverse(flat)
+                del comb, flat
+                nU = U.size
+                cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
+                if regression:
+                    st = np.stack([np.bincount(inv, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
+                else:
+                    inv *= S
+                    inv += np.repeat(yc[s], mf)
+                    st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
+                del inv
+            comb = flat = None
+        return U, cnt, st, K
+
+    # ------------------------------------------------------------------ scores
+    def _entry_scores(self, nodes, feats, U, cnt, st, K, rows, block_nodes):
+        """Gain (and gain ratio) of every entry (candidate threshold, or categorical segment) of the
+        cells; None when no entry is a valid split."""
+        starts, r_s, r_w, Wn = rows.starts, rows.r_s, rows.r_w, rows.Wn
+        codes, y_raw, mf, Bp1, S = self.codes, self.y_raw, self.mf, self.Bp1, self.S
+        regression, mae, ratio, criterion, msl = self.regression, self.mae, self.ratio, self.criterion, self.msl
+        binned = self.binned
+        N = nodes.size
+        # the per-row and per-(row, feature) temporaries are not needed any more
+        cnt = cnt.astype(np.float64, copy=False)
+        st = st.astype(np.float64, copy=False)
+        nU = U.size
+        it = np.int32 if K < 2**31 else np.intp  # entry-index dtype
+        seg = (U // Bp1).astype(it)
+        code = (U % Bp1).astype(it)
+        del U
+        enode = seg // mf  # local node of entry
+        eslot = seg % mf
+        efeat = feats[enode, eslot].astype(it)
+        if not mae:
+            del eslot
+        miss = code == Bp1 - 1
+        known = ~miss
+        any_miss = bool(miss.any())
+        ecat = binned.is_cat[efeat]
+        any_cat = bool(ecat.any())  # without categorical entries the categorical-split terms are skipped
+        onesS = np.ones(S)
+        W_e = (st[:, 0].copy() if regression else st @ onesS) if any_cat else None
+
+        # segment bookkeeping
+        new_seg = np.ones(nU, dtype=bool)
+        new_seg[1:] = seg[1:] != seg[:-1]
+        # next entry in the same segment (the next non-empty bin)
+        has_next = np.zeros(nU, dtype=bool)
+        has_next[:-1] = ~new_seg[1:] & known[1:]
+        del seg
+        seg_start = np.flatnonzero(new_seg)
+        seg_id = np.cumsum(new_seg, dtype=it)
+        seg_id -= 1
+        del new_seg
+        seg_end = np.empty_like(seg_start)
+        seg_end[:-1] = seg_start[1:]
+        seg_end[-1] = nU
+        seg_end -= 1
+        # cumulative sums of the known entries (in place: the same values as out of place)
+        if any_miss:
+            cs = np.where(known[:, None], st, 0.0)
+            cc = np.where(known, cnt, 0.0)
+        else:  # every entry known: the cumulative sums can overwrite st and cnt unless still needed
+            cs = st.copy() if any_cat else st
+            cc = cnt.copy() if any_cat else cnt
+        if not any_cat:
+            st = cnt = None
+        if block_nodes.size == 1:
+            np.cumsum(cs, axis=0, out=cs)
+            np.cumsum(cc, out=cc)
+            after_first = seg_start > 0
+        else:  # each block its own cumulative sums (the same numbers as the block alone)
+            bent = np.searchsorted(enode, block_nodes)
+            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
+                np.cumsum(cs[a:b], axis=0, out=cs[a:b])
+                np.cumsum(cc[a:b], out=cc[a:b])
+            first = np.zeros(nU, dtype=bool)
+            first[bent] = True
+            after_first = ~first[seg_start]
+            del bent, first
+        prev = np.maximum(seg_start - 1, 0)
+        base = np.where(after_first[:, None], cs[prev], 0.0)
+        cbase = np.where(after_first, cc[prev], 0.0)
+        del after_first
+        del prev
+        left = cs
+        left -= base[seg_id]
+        cleft = cc
+        cleft -= cbase[seg_id]
+        del cs, cc, base, cbase
+        last = seg_end[seg_id]
+        tot = left[last]
+        cright = cleft[last]  # the known count of the segment, minus cleft below
+        del last
+        cright -= cleft
+        count_ok = cleft >= msl
+        count_ok &= cright >= msl
+        del cleft, cright
+        WL = left[:, 0].copy() if regression else left @ onesS
+        Wk = tot[:, 0].copy() if regression else tot @ onesS
+        if mae:
+            del left, tot
+            impL, impR, impK, cat_child_sum = mae_entry_impurities(
+                nodes, starts, r_s, r_w, codes, y_raw, feats, enode, eslot, code, ecat, known, seg_start,
+                seg_end, Bp1,
+            )
+            del eslot
+        else:
+            impL = impurity(left, criterion)
+            right = np.subtract(tot, left, out=left)  # tot - left, in left's buffer
+            del left
+            impR = impurity(right, criterion)
+            del right
+            impK = impurity(tot, criterion)
+            del tot
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Wnode = Wn[nodes][enode]
+            F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+            del Wnode
+            WR = Wk - WL
+            # numeric candidates
+            num_ok = known & ~ecat & has_next & count_ok & (WL > 0) & (WR > 0)
+            del has_next, count_ok
+            # gain_num = F * (impK - (WL * impL + WR * impR) / Wk), in place
+            gain = WL * impL
+            del impL
+            t = WR * impR
+            del impR
+            gain += t
+            del t
+            gain /= Wk
+            np.subtract(impK, gain, out=gain)
+            gain *= F
+            # gain = where(num_ok, gain_num, -inf)
+            np.copyto(gain, -np.inf, where=~num_ok)
+            del num_ok
+            if any_cat:
+                # categorical segments: children are the known categories of the segment
+                if mae:
+                    child_sum = cat_child_sum
+                else:
+                    child_sum = np.add.reduceat(np.where(known, W_e * impurity(st, criterion), 0.0), seg_start)
+                n_present = np.add.reduceat(known & (W_e > 0), seg_start)
+                min_cnt = np.minimum.reduceat(np.where(known, cnt, np.inf), seg_start)
+                Wk_seg = Wk[seg_start]
+                gain_cat_seg = F[seg_start] * (impK[seg_start] - child_sum / Wk_seg)
+                cat_ok_seg = ecat[seg_start] & (n_present >= 2) & (min_cnt >= msl) & (Wk_seg > 0)
+                cat_first = seg_start[cat_ok_seg]
+                gain[cat_first] = gain_cat_seg[cat_ok_seg]
+                del st, cnt, child_sum, n_present, min_cnt, Wk_seg, gain_cat_seg, cat_ok_seg, cat_first
+            del F, impK
+            valid = np.isfinite(gain)
+            if ratio:
+                si = -(xlog2x(WL / Wk) + xlog2x(WR / Wk))
+                if any_cat:
+                    p_cat = np.where(known, W_e / Wk, 0.0)
+                    si_cat = -np.add.reduceat(xlog2x(p_cat), seg_start)
+                    si[seg_start] = np.where(ecat[seg_start], si_cat, si[seg_start])
+                    del p_cat, si_cat
+                score = np.where(valid & (si > 0), gain / si, -np.inf)
+                del si
+        del known, miss
+
+        if not valid.any():
+            return None
+        return _Entries(
+            nU=nU, gain=gain, valid=valid, score=score if ratio else None, enode=enode, efeat=efeat, ecat=ecat,
+            code=code, seg_start=seg_start, seg_end=seg_end, seg_id=seg_id, WL=WL, Wk=Wk, W_e=W_e, N=N,
+        )
+
+    # ------------------------------------------------------------------ best split per node
+    def _best_splits(self, nodes, e) -> Splits | None:
+        nU, gain, valid, enode, efeat, ecat, code = e.nU, e.gain, e.valid, e.enode, e.efeat, e.ecat, e.code
+        seg_start, seg_end, seg_id, WL, Wk, W_e, N = e.seg_start, e.seg_end, e.seg_id, e.WL, e.Wk, e.W_e, e.N
+        score = e.score
+        ratio, binned, Bp1 = self.ratio, self.binned, self.Bp1
+        # --- best entry per node
+        node_new = _run_mask(enode)
+        node_start = np.flatnonzero(node_new)
+        node_of = enode[node_start]
+        idx = np.arange(nU)
+        if ratio:
+            # best threshold per (node, feature) by gain, then C4.5: max ratio among features with gain >= mean
+            g_seg = np.maximum.reduceat(gain, seg_start)
+            is_best = (gain == g_seg[seg_id]) & valid
+            first_best = np.minimum.reduceat(np.where(is_best, idx, nU), seg_start)
+            seg_valid = first_best < nU
+            seg_node = enode[seg_start]
+            g_valid = np.where(seg_valid, g_seg, 0.0)
+            n_valid = np.bincount(seg_node, weights=seg_valid, minlength=N)
+            mean_g = np.bincount(seg_node, weights=g_valid, minlength=N) / np.maximum(n_valid, 1)
+            eligible = seg_valid & (g_seg >= mean_g[seg_node] - 1e-12)
+            fb = np.minimum(first_best, nU - 1)
+            seg_score = np.where(eligible, score[fb], -np.inf)
+            # per node max score over segments
+            seg_new = _run_mask(seg_node)
+            nseg_start = np.flatnonzero(seg_new)
+            best_score = np.maximum.reduceat(seg_score, nseg_start)
+            seg_nid = np.cumsum(seg_new) - 1
+            is_top = (seg_score == best_score[seg_nid]) & np.isfinite(seg_score)
+            top_seg = np.minimum.reduceat(np.where(is_top, np.arange(seg_start.size), seg_start.size), nseg_start)
+            has = top_seg < seg_start.size
+            best_entry = np.where(has, fb[np.minimum(top_seg, seg_start.size - 1)], -1)
+            best_node_local = seg_node[nseg_start]
+            best_gain = np.where(has, gain[np.maximum(best_entry, 0)], -np.inf)
+        else:
+            gbest = np.maximum.reduceat(gain, node_start)
+            node_id_of = np.cumsum(node_new) - 1
+            is_top = (gain >= gbest[node_id_of]) & valid
+            best_entry = np.minimum.reduceat(np.where(is_top, idx, nU), node_start)
+            has = best_entry < nU
+            best_entry = np.where(has, best_entry, -1)
+            best_node_local = node_of
+            best_gain = np.where(has, gbest, -np.inf)
+        sel = np.flatnonzero(has & (best_gain >= -1e-12))
+        if sel.size == 0:
+            return None
+        be = best_entry[sel]
+        bn = best_node_local[sel]
+        bfeat = efeat[be]
+        bcat = ecat[be]
+        bcode = code[be]
+        nxt = np.minimum(be + 1, nU - 1)
+        ncode = code[nxt]
+        hi = binned.bin_hi[bfeat, np.minimum(bcode, binned.bin_hi.shape[1] - 1)]
+        lo = binned.bin_lo[bfeat, np.minimum(ncode, binned.bin_lo.shape[1] - 1)]
+        thr = 0.5 * (hi + lo)
+        thr = np.where((thr >= lo) | ~np.isfinite(thr), hi, thr)  # rounding guard (as scikit-learn)
+        thr = np.where(bcat, np.nan, thr)
+        # children as CSR: two per numeric split (fractions WL/Wk, WR/Wk), one slot per category of a
+        # categorical split (-1: absent at the node; fraction W_category / Wk)
+        nch = np.where(bcat, binned.n_bins[bfeat], 2).astype(np.intp)
+        first = np.zeros(sel.size, dtype=np.intp)
+        np.cumsum(nch[:-1], out=first[1:])
+        slots = np.full(int(nch.sum()), -1, dtype=np.intp)
+        fracs = np.zeros(slots.size)
+        num = ~bcat
+        pos, en = first[num], be[num]
+        slots[pos] = 0
+        slots[pos + 1] = 1
+        fracs[pos] = WL[en] / Wk[en]
+        fracs[pos + 1] = (Wk[en] - WL[en]) / Wk[en]
+        if bcat.any():
+            kc = np.flatnonzero(bcat)
+            ec = be[kc]
+            ss, se = seg_start[seg_id[ec]], seg_end[seg_id[ec]]
+            lens = se - ss + 1
+            ent = np.repeat(ss, lens) + ranges(lens)
+            owner = np.repeat(kc, lens)
+            cats = code[ent]
+            kn = (cats < Bp1 - 1) & (W_e[ent] > 0)
+            ent, owner, cats = ent[kn], owner[kn], cats[kn]
+            slots[first[owner] + cats] = 1
+            fracs[first[owner] + cats] = W_e[ent] / Wk[be[owner]]
+        return Splits(nodes[bn], bfeat, bcat, bcode, thr, best_gain[sel], nch, slots, fracs)
+
+
+class _Entries:
+    """Per-entry scores of a chunk (the splitter's intermediate)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
