@@ -21,7 +21,6 @@ import logging
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 
-import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
@@ -58,10 +57,6 @@ def infer_model_name(path: str) -> str | None:
         if name and "/" not in name:
             return name
     return None
-
-
-def _rows(out: dict) -> int:
-    return len(out.get("predictions") or out.get("components") or out.get("log_density") or ())
 
 
 class PredictFrontDoor:
@@ -132,10 +127,10 @@ class PredictFrontDoor:
                     if bundle is None:  # cold: loaded on a worker thread, never on the event loop
                         bundle = await plane.amodel(name)
                     if len(body) <= INLINE_BODY_BYTES:
-                        out = plane.predict(bundle, body)
-                    else:  # decoded and predicted on a worker thread
-                        out = await run_in_threadpool(plane.predict, bundle, body)
-                    data, json_len, n = orjson.dumps(out), None, _rows(out)
+                        data, n = plane.predict(bundle, body)
+                    else:  # decoded, predicted and encoded on a worker thread
+                        data, n = await run_in_threadpool(plane.predict, bundle, body)
+                    json_len = None
             except Exception as exc:  # noqa: BLE001 - problems answered as such, anything else as the app's 500
                 status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, name, v2)
                 return

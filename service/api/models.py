@@ -92,8 +92,8 @@ async def predict(request: Request, plane: Plane, model_id: str):
     """
     # the front door (api/fastpath.py) answers this path itself over the same data plane: this route is the
     # OpenAPI contract
-    out = await plane.apredict(model_id, await raw_json_body(request))
-    return Response(orjson.dumps(out), media_type="application/json")
+    data, _ = await plane.apredict(model_id, await raw_json_body(request))
+    return Response(data, media_type="application/json")
 
 
 @router.post("/{model_id}/evaluate", response_model=EvaluateResponse, response_model_exclude_none=True,

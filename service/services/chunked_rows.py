@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 _PLAIN = (np.dtype(np.float64), np.dtype(np.int64))  # blocks of plain JSON numbers (wider ints: the usual path)
-PIECE_BYTES = 256 * 1024  # ~1 ms of decoding: the GIL is held for about that long at a time
+PIECE_BYTES = 64 * 1024  # ~0.3 ms of decoding: the GIL is held for about that long at a time
 _WS = rb"[ \t\n\r]*"  # JSON whitespace
 _FLAG = rb'"(?:return_proba|return_std)"' + _WS + rb":" + _WS + rb"(?:true|false)"
 # the body up to the opening bracket of its array: flags, then "rows" or "instances"
@@ -90,6 +90,24 @@ def matrix(pieces: list[memoryview], field: str, names: list[str], max_rows: int
     if not blocks:
         return None
     return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+
+def dumps(out: dict) -> bytes:
+    """``orjson.dumps(out)``, byte for byte, with long lists encoded a slice at a time (an answer of 100,000
+    predictions takes tens of milliseconds to encode at once)."""
+    if not any(type(v) is list and len(v) > _SLICE for v in out.values()):
+        return orjson.dumps(out)
+    parts = []
+    for k, v in out.items():
+        if type(v) is list and len(v) > _SLICE:
+            text = b"[" + b",".join([orjson.dumps(v[i:i + _SLICE])[1:-1] for i in range(0, len(v), _SLICE)]) + b"]"
+        else:
+            text = orjson.dumps(v)
+        parts.append(orjson.dumps(k) + b":" + text)
+    return b"{" + b",".join(parts) + b"}"
+
+
+_SLICE = 4096  # list items encoded at a time
 
 
 class TooMany(Exception):

@@ -25,6 +25,10 @@ from .inference import INLINE_BODY_BYTES, ModelCache, run_sized
 _PREDICT_FIELDS = frozenset({"instances", "rows", "return_proba", "return_std"})
 
 
+def _rows(out: dict) -> int:
+    return len(out.get("predictions") or out.get("components") or out.get("log_density") or ())
+
+
 def decode_json(raw: bytes) -> object:
     try:
         return orjson.loads(raw)
@@ -128,15 +132,18 @@ class DataPlane:
         return bundle if bundle is not None else await run_in_threadpool(self.model_named, name)
 
     # -- /v1 predict --------------------------------------------------------------------------------
-    def predict(self, bundle, raw: bytes) -> dict:
-        """Decode and answer a ``/v1`` predict body (blocking for a large one: see ``apredict``)."""
+    def predict(self, bundle, raw: bytes) -> tuple[bytes, int]:
+        """Decode and answer a ``/v1`` predict body: (the JSON answer, rows predicted). Blocking for a large body
+        (see ``apredict``)."""
         if len(raw) > INLINE_BODY_BYTES:
             out = _predict_in_pieces(bundle, raw, self.max_rows)
-            if out is not None:
-                return out
-        return predict_payload(bundle, decode_json(raw), self.max_rows)
+            if out is None:
+                out = predict_payload(bundle, decode_json(raw), self.max_rows)
+            return chunked_rows.dumps(out), _rows(out)
+        out = predict_payload(bundle, decode_json(raw), self.max_rows)
+        return orjson.dumps(out), _rows(out)
 
-    async def apredict(self, model_id: str, raw: bytes) -> dict:
+    async def apredict(self, model_id: str, raw: bytes) -> tuple[bytes, int]:
         bundle = await self.amodel(model_id)
         return await run_sized(len(raw), self.predict, bundle, raw)
 
