@@ -468,9 +468,103 @@ def _outputs_of(bundle) -> list[str]:
     return available
 
 
+_TENSOR_FIELDS = frozenset({"name", "shape", "datatype", "data"})
+
+
+def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None,
+                 max_rows: int) -> tuple[bytes, int | None, int] | None:
+    """The common request answered without the general decoding: one FP64 tensor of shape [n, k], as JSON numbers
+    or as binary tensor data, for an all-numeric classifier or regressor, JSON outputs among ``predict``,
+    ``predict_proba`` and ``predict_std``, no other parameters. The same checks and answer as the general path
+    (which a request that is not exactly this goes to, and which words the errors); None when it is not such a
+    request."""
+    if not bundle.numeric_only or bundle.task not in ("classification", "regression"):
+        return None
+    head, blob = body, None
+    if header_length is not None:
+        try:
+            hlen = int(header_length)
+        except ValueError:
+            return None
+        if not 0 < hlen <= len(body):
+            return None
+        head, blob = body[:hlen], memoryview(body)[hlen:]
+    try:
+        req = orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return None
+    if type(req) is not dict or not req.keys() <= _REQUEST_FIELDS or "parameters" in req:
+        return None
+    inputs, rid = req.get("inputs"), req.get("id")
+    if type(inputs) is not list or len(inputs) != 1 or (rid is not None and type(rid) is not str):
+        return None
+    t = inputs[0]
+    if type(t) is not dict or t.get("datatype") != "FP64":
+        return None
+    if blob is None:
+        if t.keys() != _TENSOR_FIELDS:
+            return None
+        data = t["data"]
+    else:
+        params = t.get("parameters")
+        if (t.keys() != _BINARY_TENSOR_FIELDS or type(params) is not dict or params.keys() != _SIZE_ONLY
+                or params["binary_data_size"] != len(blob)):
+            return None
+        data = blob
+    shape, name = t["shape"], t["name"]
+    k = len(bundle.feature_names)
+    if (type(shape) is not list or len(shape) != 2 or type(shape[0]) is not int or shape[1] != k
+            or type(shape[1]) is not int or shape[0] <= 0 or shape[0] > max_rows
+            or type(name) is not str or not name or name in bundle.feature_index):
+        return None
+    outputs = req.get("outputs")
+    available = _outputs_of(bundle)
+    if outputs is None:
+        wanted = available
+    else:
+        if type(outputs) is not list:
+            return None
+        wanted = []
+        for o in outputs:
+            if type(o) is not dict or o.keys() != _NAME_ONLY or o["name"] not in available:
+                return None
+            wanted.append(o["name"])
+    if not set(wanted) <= _PLANE.keys():
+        return None
+    if blob is None:
+        if type(data) is not list:
+            return None
+        A = np.asarray(data)
+        if A.dtype is not _F64 or A.size != shape[0] * k:
+            return None
+        X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
+    else:
+        if len(blob) != shape[0] * k * 8:
+            return None
+        A = np.frombuffer(blob, dtype=_F64).reshape(shape).copy()  # a copy the transform may work in
+        if np.isinf(A).any():
+            return None
+        X = bundle.preprocessor.transform_matrix(A, copy=False)  # NaN: missing
+    results = _shared_plane(bundle, X, wanted)
+    if results is None:
+        return None
+    extra = {}
+    if "predict_proba" in wanted and bundle.classes is not None:
+        extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
+    return _encode_json(model_name, rid, results, extra), None, shape[0]
+
+
+_NAME_ONLY = frozenset({"name"})
+_BINARY_TENSOR_FIELDS = frozenset({"name", "shape", "datatype", "parameters"})
+_SIZE_ONLY = frozenset({"binary_data_size"})
+
+
 def infer(bundle, model_name: str, body: bytes, header_length: str | None,
           max_rows: int) -> tuple[bytes, int | None, int]:
     """Answer one inference request: (body, JSON header length when binary outputs follow, rows predicted)."""
+    answer = _infer_plain(bundle, model_name, body, header_length, max_rows)
+    if answer is not None:
+        return answer
     req = parse_infer_request(body, header_length)
     available = _outputs_of(bundle)
     if req.outputs is None:
