@@ -1,8 +1,9 @@
 """Harness for ``bench/service.py --callgrind``: N single-row predict calls straight into an ASGI app, no HTTP.
 
-    python bench/_asgi_calls.py orchard|orchard-v2|bare N DATA_DIR MODEL_ID BODY_FILE [HEADER_LENGTH]
+    python bench/_asgi_calls.py orchard|orchard-v2|orchard-stdlib|bare N DATA_DIR MODEL_ID BODY_FILE [HEADER_LENGTH]
 
-``orchard``: ``/v1/models/{id}/predict``; ``orchard-v2``: ``/v2/models/{id}/infer`` (with HEADER_LENGTH: the
+``orchard``: ``/v1/models/{id}/predict``; ``orchard-stdlib``: the same, its requests recorded by
+bench/_stdlib_recorder.py (the standard library's path) instead of ``RequestRecorder``; ``orchard-v2``: ``/v2/models/{id}/infer`` (with HEADER_LENGTH: the
 binary tensor extension's ``Inference-Header-Content-Length``).
 
 Run under ``valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce``: only the N calls
@@ -72,6 +73,12 @@ def main() -> None:
 
     configure_logging()
     app = create_app()
+    if which == "orchard-stdlib":  # the standard library's recording path instead (bench/_stdlib_recorder.py)
+        from bench._stdlib_recorder import StdlibRecorder
+
+        stdlib = StdlibRecorder()
+        app.predict_front_door.record = stdlib.record
+        flush_logs = stdlib.flush  # noqa: F811 - what the last call must finish is the listener's queue
 
     async def run():
         async with app.router.lifespan_context(app):

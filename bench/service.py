@@ -8,7 +8,7 @@
    started_at - created_at, plus the client-observed time to the first `running` poll).
 
 Usage: python bench/service.py [--duration 10] [--connections 8] [--runs 20] [--rounds 3]
-       python bench/service.py --callgrind [--set ORCHARD_X=...]
+       python bench/service.py --callgrind [--apps-only] [--recording] [--set ORCHARD_X=...]
 Needs `wrk` (Debian package) for part 1. Orchard and the bare app are measured alternately for --rounds
 rounds (each round: orchard then bare), and the ratio of each round is printed, with the median.
 
@@ -108,7 +108,11 @@ def upload_breast_cancer(c: httpx.Client, data) -> str:
 
 
 def _real_python() -> str:
-    """The interpreter binary itself (valgrind must not trace a shell shim such as pyenv's)."""
+    """The interpreter binary itself (valgrind must not trace a shell shim such as pyenv's), under the name it
+    runs as: a virtual environment's interpreter is a link to the binary, and finds its packages by that name."""
+    with open(sys.executable, "rb") as fh:
+        if fh.read(4) == b"\x7fELF":
+            return sys.executable
     return os.path.realpath(sys.executable)
 
 
@@ -193,6 +197,10 @@ def main_callgrind(args, data, env, server_env) -> None:
     v2_app = callgrind_app_calls("orchard-v2", cg_env, tmp, mid, v2_json)
     v2b_app = callgrind_app_calls("orchard-v2", cg_env, tmp, mid, v2_binary, header_length=header_length)
     b_app = callgrind_app_calls("bare", dict(env, **CALLGRIND_ENV), tmp, mid, body)
+    if args.recording:  # the request-recording paths compared (docs/decisions/observability.md)
+        std_app = callgrind_app_calls("orchard-stdlib", cg_env, tmp, mid, body)
+        off_app = callgrind_app_calls("orchard", dict(cg_env, ORCHARD_ACCESS_LOG="false", ORCHARD_METRICS="false"),
+                                      tmp, mid, body)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"# bench/service.py --callgrind  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; server settings: "
           f"{' '.join(args.set) or 'defaults'}\n")
@@ -203,6 +211,13 @@ def main_callgrind(args, data, env, server_env) -> None:
     print(f"| orchard /v2 JSON | | {v2_app:,} | {b_app / v2_app:.2f} |")
     print(f"| orchard /v2 binary tensor | | {v2b_app:,} | {b_app / v2b_app:.2f} |")
     print(f"| bare ASGI + NumPy | {bare or 0:,} | {b_app:,} | 1.00 |")
+    if args.recording:
+        print("\n| /v1, requests recorded by | instructions per call | recording's own | share of the call |")
+        print("|---|---|---|---|")
+        for label, n in (("RequestRecorder (hand-built, batched)", o_app),
+                         ("QueueHandler + prometheus_client (bench/_stdlib_recorder.py)", std_app),
+                         ("nothing (metrics and access log off)", off_app)):
+            print(f"| {label} | {n:,} | {n - off_app:,} | {(n - off_app) / n:.1%} |")
     if orchard:
         print(f"\nratio bare / orchard /v1 over HTTP (the throughput ratio if CPU-bound at equal IPC): "
               f"{bare / orchard:.2f}")
@@ -226,6 +241,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating orchard/bare wrk rounds")
     ap.add_argument("--callgrind", action="store_true", help="instructions per request under valgrind instead")
     ap.add_argument("--apps-only", action="store_true", help="with --callgrind: only the apps called from Python")
+    ap.add_argument("--recording", action="store_true",
+                    help="with --callgrind: also /v1 with the standard library's recording path, and with none")
     ap.add_argument("--set", action="append", default=[], metavar="ORCHARD_X=value",
                     help="a setting for the Orchard server (repeatable), e.g. ORCHARD_ACCESS_LOG=false")
     args = ap.parse_args()
