@@ -106,14 +106,15 @@ class PredictFrontDoor:
                         return
                 if ctype is not None and ctype != _JSON and hlen is None:
                     _check_media(ctype, v2)
-                check_declared(declared, self.limit)
+                if declared is not None:
+                    check_declared(declared, self.limit)
                 body = await read_body(receive, self.limit)
                 if body is None:
                     status = 499  # the client went away before sending its body
                     return
                 plane = self.plane or self.get_plane()
                 if v2:
-                    bundle = plane.cached(name)
+                    bundle = plane.cache.peek(name)
                     if bundle is None:  # cold, or a name rather than an id: looked up and loaded on a worker thread
                         bundle = await plane.amodel_named(name)
                     if len(body) <= INLINE_BODY_BYTES:
@@ -123,7 +124,7 @@ class PredictFrontDoor:
                 else:
                     if not body:
                         raise invalid(["body"], "the request body is empty; send a JSON object")
-                    bundle = plane.cached(name)
+                    bundle = plane.cache.peek(name)
                     if bundle is None:  # cold: loaded on a worker thread, never on the event loop
                         bundle = await plane.amodel(name)
                     if len(body) <= INLINE_BODY_BYTES:

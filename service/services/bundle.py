@@ -81,8 +81,8 @@ class ModelBundle:
             except (TypeError, ValueError):
                 A = None
             if A is not None and A.ndim == 2 and A.shape[1] == len(self._names):
-                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: finite, nothing missing
-                    return self.matrix_from_numbers(A)
+                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: matrix_from_numbers, inline
+                    return self.preprocessor.transform_matrix(A, finite=True, copy=False)
                 try:  # None (missing), booleans, numeric strings: the float conversion decides
                     A = np.array(A, dtype=np.float64) if A.dtype.kind != "O" else np.array(A.tolist(), dtype=np.float64)
                 except (TypeError, ValueError):

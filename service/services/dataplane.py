@@ -140,8 +140,13 @@ class DataPlane:
             if out is None:
                 out = predict_payload(bundle, decode_json(raw), self.max_rows)
             return chunked_rows.dumps(out), _rows(out)
-        out = predict_payload(bundle, decode_json(raw), self.max_rows)
-        return orjson.dumps(out), _rows(out)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise invalid(["body"], f"the body is not valid JSON: {exc}") from None
+        out = predict_payload(bundle, body, self.max_rows)
+        rows = out.get("predictions")  # the common answer: its rows without another call
+        return orjson.dumps(out), len(rows) if rows is not None else _rows(out)
 
     async def apredict(self, model_id: str, raw: bytes) -> tuple[bytes, int]:
         bundle = await self.amodel(model_id)
