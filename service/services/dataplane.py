@@ -101,15 +101,11 @@ class DataPlane:
     """Inference over the model cache for every protocol and route (see the module docstring)."""
 
     def __init__(self, cache: ModelCache, meta, max_rows: int):
-        self.cache = cache
+        self.cache = cache  # ``cache.peek(id)``: a loaded bundle or None, no I/O (the front door's first call)
         self.meta = meta
         self.max_rows = max_rows
 
     # -- models -------------------------------------------------------------------------------------
-    def cached(self, ref: str):
-        """The loaded bundle of a model id (or of a V2 name that is an id), or None: no I/O."""
-        return self.cache.peek(ref)
-
     def model(self, model_id: str):
         """The bundle of a ready model (blocking: loads a cold one)."""
         return self.cache.get(model_id)
