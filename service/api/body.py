@@ -26,10 +26,11 @@ def streamed_too_large(limit: int) -> TooLarge:
     return TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
 
 
-async def read_body(receive, limit: int) -> bytes | None:
+async def read_body(receive, limit: int, *, join: bool = True) -> bytes | Body | None:
     """The whole body (chunks joined once: never ``body += chunk``, quadratic), or None when the client went
     away before sending it. Raises ``TooLarge`` past ``limit`` bytes (the declared length is the caller's
-    ``check_declared``, done before anything is read)."""
+    ``check_declared``, done before anything is read). ``join=False``: a body that came in several chunks is
+    returned as a ``Body`` to join later, e.g. on a worker thread (joining megabytes takes milliseconds)."""
     msg = await receive()
     if msg["type"] == "http.disconnect":
         return None
@@ -45,10 +46,25 @@ async def read_body(receive, limit: int) -> bytes | None:
             if size > limit:
                 raise streamed_too_large(limit)
             chunks.append(chunk)
-        body = b"".join(chunks)
+        return b"".join(chunks) if join else Body(chunks, size)
     if len(body) > limit:
         raise streamed_too_large(limit)
     return body
+
+
+class Body:
+    """A body received in chunks, not joined yet: ``len()`` is its size, ``join()`` its bytes."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks: list[bytes], size: int):
+        self.chunks, self.size = chunks, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def join(self) -> bytes:
+        return b"".join(self.chunks)
 
 
 class BodyLimit:

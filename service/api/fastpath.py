@@ -30,7 +30,7 @@ from ..errors import ProblemError, UnsupportedMedia, invalid, problem_response, 
 from ..observability import new_request_id, request_id_var, valid_request_id
 from ..services import oip
 from ..services.inference import INLINE_BODY_BYTES
-from .body import check_declared, read_body
+from .body import Body, check_declared, read_body
 
 log = logging.getLogger("orchard")
 ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route templates
@@ -108,7 +108,7 @@ class PredictFrontDoor:
                     _check_media(ctype, v2)
                 if declared is not None:
                     check_declared(declared, self.limit)
-                body = await read_body(receive, self.limit)
+                body = await read_body(receive, self.limit, join=False)  # a large body is joined off the loop
                 if body is None:
                     status = 499  # the client went away before sending its body
                     return
@@ -118,9 +118,9 @@ class PredictFrontDoor:
                     if bundle is None:  # cold, or a name rather than an id: looked up and loaded on a worker thread
                         bundle = await plane.amodel_named(name)
                     if len(body) <= INLINE_BODY_BYTES:
-                        data, json_len, n = plane.infer(bundle, name, body, hlen)
+                        data, json_len, n = plane.infer(bundle, name, _bytes(body), hlen)
                     else:
-                        data, json_len, n = await run_in_threadpool(plane.infer, bundle, name, body, hlen)
+                        data, json_len, n = await run_in_threadpool(_infer_joined, plane, bundle, name, body, hlen)
                 else:
                     if not body:
                         raise invalid(["body"], "the request body is empty; send a JSON object")
@@ -128,9 +128,9 @@ class PredictFrontDoor:
                     if bundle is None:  # cold: loaded on a worker thread, never on the event loop
                         bundle = await plane.amodel(name)
                     if len(body) <= INLINE_BODY_BYTES:
-                        data, n = plane.predict(bundle, body)
-                    else:  # decoded, predicted and encoded on a worker thread
-                        data, n = await run_in_threadpool(plane.predict, bundle, body)
+                        data, n = plane.predict(bundle, _bytes(body))
+                    else:  # joined, decoded, predicted and encoded on a worker thread
+                        data, n = await run_in_threadpool(_predict_joined, plane, bundle, body)
                     json_len = None
             except Exception as exc:  # noqa: BLE001 - problems answered as such, anything else as the app's 500
                 status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, name, v2)
@@ -167,6 +167,20 @@ class PredictFrontDoor:
         resp.raw_headers.append(rid_header)
         await resp(scope, receive, send)
         return exc.status, len(resp.body)
+
+
+def _bytes(body: bytes | Body) -> bytes:
+    return body if type(body) is bytes else body.join()
+
+
+def _predict_joined(plane, bundle, body: bytes | Body):
+    """``plane.predict`` on a worker thread, the body's chunks joined there."""
+    return plane.predict(bundle, _bytes(body))
+
+
+def _infer_joined(plane, bundle, name: str, body: bytes | Body, hlen: str | None):
+    """``plane.infer`` on a worker thread, the body's chunks joined there."""
+    return plane.infer(bundle, name, _bytes(body), hlen)
 
 
 def _check_media(ctype: bytes, v2: bool) -> None:
