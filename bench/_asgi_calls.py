@@ -1,6 +1,10 @@
 """Harness for ``bench/service.py --callgrind``: N single-row predict calls straight into an ASGI app, no HTTP.
 
-    python bench/_asgi_calls.py orchard|bare N DATA_DIR MODEL_ID BODY_JSON_FILE
+    python bench/_asgi_calls.py orchard|orchard-v2|orchard-stdlib|bare N DATA_DIR MODEL_ID BODY_FILE [HEADER_LENGTH]
+
+``orchard``: ``/v1/models/{id}/predict``; ``orchard-stdlib``: the same, its requests recorded by
+bench/_stdlib_recorder.py (the standard library's path) instead of ``RequestRecorder``; ``orchard-v2``: ``/v2/models/{id}/infer`` (with HEADER_LENGTH: the
+binary tensor extension's ``Inference-Header-Content-Length``).
 
 Run under ``valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce``: only the N calls
 (driven by ``functools.reduce``, after 50 warm-up calls and ``gc.freeze()``, as ``orchard serve`` freezes its
@@ -22,12 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     which, n, data_dir, model_id, body_file = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
+    hlen = sys.argv[6] if len(sys.argv) > 6 else None
     body = Path(body_file).read_bytes()
+    extra = [(b"inference-header-content-length", hlen.encode())] if hlen else []
 
     def scope(path: str) -> dict:
         return {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
                 "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
-                            (b"content-length", b"%d" % len(body))],
+                            (b"content-length", b"%d" % len(body)), *extra],
                 "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8000), "scheme": "http",
                 "http_version": "1.1", "root_path": "", "asgi": {"version": "3.0"}, "state": {}}
 
@@ -67,10 +73,18 @@ def main() -> None:
 
     configure_logging()
     app = create_app()
+    if which == "orchard-stdlib":  # the standard library's recording path instead (bench/_stdlib_recorder.py)
+        from bench._stdlib_recorder import StdlibRecorder
+
+        stdlib = StdlibRecorder()
+        app.predict_front_door.record = stdlib.record
+        flush_logs = stdlib.flush  # noqa: F811 - what the last call must finish is the listener's queue
 
     async def run():
         async with app.router.lifespan_context(app):
-            calls(app, f"/v1/models/{model_id}/predict", flush_logs)
+            app.state.runtime.plane.model(model_id)  # loaded before the calls (a cold load would suspend)
+            path = f"/v2/models/{model_id}/infer" if which == "orchard-v2" else f"/v1/models/{model_id}/predict"
+            calls(app, path, flush_logs)
 
     asyncio.run(run())
 

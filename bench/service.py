@@ -8,7 +8,7 @@
    started_at - created_at, plus the client-observed time to the first `running` poll).
 
 Usage: python bench/service.py [--duration 10] [--connections 8] [--runs 20] [--rounds 3]
-       python bench/service.py --callgrind [--set ORCHARD_X=...]
+       python bench/service.py --callgrind [--apps-only] [--recording] [--set ORCHARD_X=...]
 Needs `wrk` (Debian package) for part 1. Orchard and the bare app are measured alternately for --rounds
 rounds (each round: orchard then bare), and the ratio of each round is printed, with the median.
 
@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ import time
 from pathlib import Path
 
 import httpx
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,10 +76,15 @@ def stop(p: subprocess.Popen) -> None:
         p.wait(timeout=30)
 
 
-def wrk(url: str, body: str, duration: int, connections: int) -> dict:
+def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: dict | None = None) -> dict:
+    """wrk POSTing ``body`` (text: JSON; bytes: sent as they are) with ``headers`` (default: JSON)."""
+    headers = headers or {"Content-Type": "application/json"}
+    raw = body.encode() if isinstance(body, str) else body
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
-        fh.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n')
-        fh.write(f"wrk.body = {json.dumps(body)}\n")
+        fh.write('wrk.method = "POST"\n')
+        for k, v in headers.items():
+            fh.write(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n")
+        fh.write('wrk.body = "' + "".join(f"\\{b:03d}" for b in raw) + '"\n')  # any byte, as a Lua escape
         script = fh.name
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],
                          capture_output=True, text=True, check=True).stdout
@@ -101,7 +108,11 @@ def upload_breast_cancer(c: httpx.Client, data) -> str:
 
 
 def _real_python() -> str:
-    """The interpreter binary itself (valgrind must not trace a shell shim such as pyenv's)."""
+    """The interpreter binary itself (valgrind must not trace a shell shim such as pyenv's), under the name it
+    runs as: a virtual environment's interpreter is a link to the binary, and finds its packages by that name."""
+    with open(sys.executable, "rb") as fh:
+        if fh.read(4) == b"\x7fELF":
+            return sys.executable
     return os.path.realpath(sys.executable)
 
 
@@ -132,16 +143,18 @@ def callgrind_per_request(cmd: list[str], env: dict, url_path: str, body: dict, 
     return per, totals[200] - 200 * per
 
 
-def callgrind_app_calls(which: str, env: dict, data_dir: Path, model_id: str, body: dict, n: int = 500) -> int:
+def callgrind_app_calls(which: str, env: dict, data_dir: Path, model_id: str, body: dict | bytes, n: int = 500,
+                        header_length: int | None = None) -> int:
     """Instructions per single-row predict call straight into the ASGI app (bench/_asgi_calls.py): the app's
     own cost, without uvicorn, the kernel or the server's other threads."""
     tmp = Path(tempfile.mkdtemp())
     try:
-        (tmp / "body.json").write_text(json.dumps(body))
+        (tmp / "body").write_bytes(body if isinstance(body, bytes) else json.dumps(body).encode())
         out = tmp / "callgrind.out"
+        extra = [] if header_length is None else [str(header_length)]
         subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
                         f"--callgrind-out-file={out}", _real_python(), str(ROOT / "bench" / "_asgi_calls.py"), which,
-                        str(n), str(data_dir), model_id, str(tmp / "body.json")], cwd=ROOT, env=env, check=True,
+                        str(n), str(data_dir), model_id, str(tmp / "body"), *extra], cwd=ROOT, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         total = int(re.search(r"^summary:\s+(\d+)", out.read_text(errors="replace"), re.M).group(1))
     finally:
@@ -169,25 +182,55 @@ def main_callgrind(args, data, env, server_env) -> None:
     finally:
         stop(server)
     body = {"rows": [list(map(float, data.data[0]))]}
+    v2_json, v2_binary, header_length = v2_bodies(body["rows"][0])
     py = _real_python()
     cg_env = dict(server_env, **CALLGRIND_ENV)
-    orchard, o_start = callgrind_per_request(
-        [py, "-m", "service.cli", "serve", "--port", "{port}", "--data-dir", str(tmp), "--workers", "0"],
-        cg_env, f"/v1/models/{mid}/predict", body, "/health/live")
-    bare, b_start = callgrind_per_request(
-        [py, "-m", "uvicorn", "bench._bare_asgi:app", "--port", "{port}", "--log-level", "warning",
-         "--no-access-log"], dict(env, **CALLGRIND_ENV), "/", body, "/")
+    orchard = bare = None
+    if not args.apps_only:
+        orchard, o_start = callgrind_per_request(
+            [py, "-m", "service.cli", "serve", "--port", "{port}", "--data-dir", str(tmp), "--workers", "0"],
+            cg_env, f"/v1/models/{mid}/predict", body, "/health/live")
+        bare, b_start = callgrind_per_request(
+            [py, "-m", "uvicorn", "bench._bare_asgi:app", "--port", "{port}", "--log-level", "warning",
+             "--no-access-log"], dict(env, **CALLGRIND_ENV), "/", body, "/")
     o_app = callgrind_app_calls("orchard", cg_env, tmp, mid, body)
+    v2_app = callgrind_app_calls("orchard-v2", cg_env, tmp, mid, v2_json)
+    v2b_app = callgrind_app_calls("orchard-v2", cg_env, tmp, mid, v2_binary, header_length=header_length)
     b_app = callgrind_app_calls("bare", dict(env, **CALLGRIND_ENV), tmp, mid, body)
+    if args.recording:  # the request-recording paths compared (docs/decisions/observability.md)
+        std_app = callgrind_app_calls("orchard-stdlib", cg_env, tmp, mid, body)
+        off_app = callgrind_app_calls("orchard", dict(cg_env, ORCHARD_ACCESS_LOG="false", ORCHARD_METRICS="false"),
+                                      tmp, mid, body)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"# bench/service.py --callgrind  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; server settings: "
           f"{' '.join(args.set) or 'defaults'}\n")
-    print("| server | instructions per request over HTTP (whole server, user space) | per call into the ASGI app |")
-    print("|---|---|---|")
-    print(f"| orchard | {orchard:,} | {o_app:,} |")
-    print(f"| bare ASGI + NumPy | {bare:,} | {b_app:,} |")
-    print(f"\nratio bare / orchard (the throughput ratio if CPU-bound at equal IPC): {bare / orchard:.2f} over HTTP; "
-          f"{b_app / o_app:.2f} for the apps alone")
+    print("| server | instructions per request over HTTP (whole server, user space) | per call into the ASGI app "
+          "| bare / this (apps alone) |")
+    print("|---|---|---|---|")
+    print(f"| orchard /v1 | {orchard or 0:,} | {o_app:,} | {b_app / o_app:.2f} |")
+    print(f"| orchard /v2 JSON | | {v2_app:,} | {b_app / v2_app:.2f} |")
+    print(f"| orchard /v2 binary tensor | | {v2b_app:,} | {b_app / v2b_app:.2f} |")
+    print(f"| bare ASGI + NumPy | {bare or 0:,} | {b_app:,} | 1.00 |")
+    if args.recording:
+        print("\n| /v1, requests recorded by | instructions per call | recording's own | share of the call |")
+        print("|---|---|---|---|")
+        for label, n in (("RequestRecorder (hand-built, batched)", o_app),
+                         ("QueueHandler + prometheus_client (bench/_stdlib_recorder.py)", std_app),
+                         ("nothing (metrics and access log off)", off_app)):
+            print(f"| {label} | {n:,} | {n - off_app:,} | {(n - off_app) / n:.1%} |")
+    if orchard:
+        print(f"\nratio bare / orchard /v1 over HTTP (the throughput ratio if CPU-bound at equal IPC): "
+              f"{bare / orchard:.2f}")
+
+
+def v2_bodies(x: list[float]) -> tuple[bytes, bytes, int]:
+    """The single-row /v2 bodies: one [1, k] FP64 tensor as JSON, and as binary tensor data (with the JSON
+    header's length), asking for the output /v1 gives."""
+    tensor = {"name": "input-0", "shape": [1, len(x)], "datatype": "FP64"}
+    as_json = json.dumps({"inputs": [dict(tensor, data=x)], "outputs": [{"name": "predict"}]}).encode()
+    head = json.dumps({"inputs": [dict(tensor, parameters={"binary_data_size": 8 * len(x)})],
+                       "outputs": [{"name": "predict"}]}).encode()
+    return as_json, head + struct.pack(f"<{len(x)}d", *x), len(head)
 
 
 def main() -> None:
@@ -197,6 +240,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="alternating orchard/bare wrk rounds")
     ap.add_argument("--callgrind", action="store_true", help="instructions per request under valgrind instead")
+    ap.add_argument("--apps-only", action="store_true", help="with --callgrind: only the apps called from Python")
+    ap.add_argument("--recording", action="store_true",
+                    help="with --callgrind: also /v1 with the standard library's recording path, and with none")
     ap.add_argument("--set", action="append", default=[], metavar="ORCHARD_X=value",
                     help="a setting for the Orchard server (repeatable), e.g. ORCHARD_ACCESS_LOG=false")
     args = ap.parse_args()
@@ -247,17 +293,22 @@ def main() -> None:
         wait_http(f"http://127.0.0.1:{bport}/", 30)
         o_url, b_url = f"{base}/v1/models/{mid}/predict", f"http://127.0.0.1:{bport}/"
         v2_url = f"{base}/v2/models/{mid}/infer"
-        x = row["rows"][0]  # the same row as one [1, 30] FP64 tensor, asking for the output /v1 gives
-        v2_body = json.dumps({"inputs": [{"name": "input-0", "shape": [1, len(x)], "datatype": "FP64", "data": x}],
-                              "outputs": [{"name": "predict"}]})
-        assert c.post(v2_url, content=v2_body).status_code == 200
-        for url, b in ((o_url, body), (v2_url, v2_body), (b_url, body)):  # warm-up
-            wrk(url, b, 2, args.connections)
+        # the same row as one [1, 30] FP64 tensor, asking for the output /v1 gives: JSON, and binary tensor data
+        v2_body, v2_bin, hlen = v2_bodies(row["rows"][0])
+        bin_headers = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(hlen)}
+        answers = [c.post(o_url, content=body).json()["predictions"],
+                   c.post(v2_url, content=v2_body).json()["outputs"][0]["data"],
+                   orjson.loads(c.post(v2_url, content=v2_bin, headers=bin_headers).content)["outputs"][0]["data"]]
+        assert answers[0] == answers[1] == answers[2], answers  # the same numbers through each protocol
+        for url, b, h in ((o_url, body, None), (v2_url, v2_body, None), (v2_url, v2_bin, bin_headers),
+                          (b_url, body, None)):  # warm-up
+            wrk(url, b, 2, args.connections, h)
         rounds = []
         for _ in range(args.rounds):
             rounds.append((wrk(o_url, body, args.duration, args.connections),
                            wrk(b_url, body, args.duration, args.connections),
-                           wrk(v2_url, v2_body, args.duration, args.connections)))
+                           wrk(v2_url, v2_body, args.duration, args.connections),
+                           wrk(v2_url, v2_bin, args.duration, args.connections, bin_headers)))
     finally:
         stop(server)
         if bare is not None:
@@ -268,18 +319,19 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}, wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds; "
           f"server settings: {' '.join(args.set) or 'defaults'}")
     print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
-    print("| round | /v1 req/s | /v1 p50 / p99 ms | /v2 req/s | /v2 p50 / p99 ms | bare req/s | bare p50 / p99 ms "
-          "| /v1 / bare | /v2 / bare | non-2xx |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    ratios, ratios2 = [], []
-    for i, (o, b, v) in enumerate(rounds, 1):
-        ratios.append(o["rps"] / b["rps"])
-        ratios2.append(v["rps"] / b["rps"])
-        print(f"| {i} | {o['rps']:.0f} | {o['p50_ms']:.2f} / {o['p99_ms']:.2f} | {v['rps']:.0f} | "
-              f"{v['p50_ms']:.2f} / {v['p99_ms']:.2f} | {b['rps']:.0f} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} | "
-              f"{ratios[-1]:.2f} | {ratios2[-1]:.2f} | {o['errors'] + b['errors'] + v['errors']} |")
-    print(f"\nratio /v1 / bare: median {statistics.median(ratios):.2f}; /v2 / bare: median "
-          f"{statistics.median(ratios2):.2f} (target >= 0.80 each)")
+    print("| round | /v1 req/s | /v2 JSON req/s | /v2 binary req/s | bare req/s | /v1 p99 ms | /v2 JSON p99 ms "
+          "| /v2 binary p99 ms | bare p99 ms | /v1 / bare | /v2 JSON / bare | /v2 binary / bare | non-2xx |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios: list[list[float]] = [[], [], []]
+    for i, (o, b, v, vb) in enumerate(rounds, 1):
+        for r, x in zip(ratios, (o, v, vb), strict=True):
+            r.append(x["rps"] / b["rps"])
+        print(f"| {i} | {o['rps']:.0f} | {v['rps']:.0f} | {vb['rps']:.0f} | {b['rps']:.0f} | {o['p99_ms']:.2f} | "
+              f"{v['p99_ms']:.2f} | {vb['p99_ms']:.2f} | {b['p99_ms']:.2f} | {ratios[0][-1]:.2f} | "
+              f"{ratios[1][-1]:.2f} | {ratios[2][-1]:.2f} | {sum(x['errors'] for x in (o, b, v, vb))} |")
+    print(f"\nmedian ratios to the bare app: /v1 {statistics.median(ratios[0]):.2f}, /v2 JSON "
+          f"{statistics.median(ratios[1]):.2f}, /v2 binary {statistics.median(ratios[2]):.2f} (target >= 0.80 each); "
+          f"the three answered the same predictions")
     print(f"\n## POST /v1/train -> running, idle pool ({args.runs} runs)\n")
     print(f"server timestamps (started_at - created_at): median {statistics.median(server_ms):.1f} ms, "
           f"max {max(server_ms):.1f} ms (target < 100 ms)")

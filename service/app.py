@@ -12,8 +12,9 @@ from starlette.middleware.cors import CORSMiddleware
 from . import __version__
 from .api import algorithms, datasets, health, jobs, models, selection, train, v2
 from .api import metrics as metrics_api
+from .api.body import BodyLimit
 from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
-from .errors import TooLarge, install_handlers, problem_response, v2_error_response
+from .errors import install_handlers
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
 from .security import SAFE_METHODS, BrowserGuard, BrowserGuardMiddleware, parse_list
@@ -22,48 +23,6 @@ from .services.jobs import Reconciler
 from .settings import Settings
 
 log = logging.getLogger("orchard")
-
-
-class BodyLimit:
-    """Pure ASGI middleware: 413 for bodies over the limit (declared or streamed)."""
-
-    def __init__(self, app, limit: int):
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        for k, v in scope.get("headers", ()):
-            if k == b"content-length":
-                try:
-                    declared = int(v)
-                except ValueError:
-                    declared = 0
-                if declared > self.limit:
-                    path = scope.get("path", "")
-                    if path == "/v2" or path.startswith("/v2/"):
-                        return await v2_error_response(413, f"the body ({declared} bytes) exceeds the limit of "
-                                                       f"{self.limit} bytes (ORCHARD_MAX_BODY_BYTES)")(
-                            scope, receive, send)
-                    resp = problem_response(413, "Content Too Large",
-                                            f"the body ({declared} bytes) exceeds the limit of {self.limit} bytes "
-                                            "(ORCHARD_MAX_BODY_BYTES)")
-                    return await resp(scope, receive, send)
-                break
-        seen = 0
-        limit = self.limit
-
-        async def limited_receive():
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-            return message
-
-        return await self.app(scope, limited_receive, send)
 
 
 _MAY_FAIL_500 = {"predict", "evaluate_model", "v2_infer"}  # artifact integrity errors
@@ -171,7 +130,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         reconciler = Reconciler(runtime.meta, settings, runtime.queue)
         reconciler.start()
         app.state.runtime = runtime
-        app.predict_front_door.runtime = runtime  # one attribute read per predict, not app.state's lookup
+        app.predict_front_door.plane = runtime.plane  # one attribute read per predict, not app.state's lookup
         # Everything loaded so far (modules, NumPy/SciPy, routes) lives as long as the process: move it out of
         # the collector's reach, so that full collections triggered by request garbage do not walk it again
         # and again (measured: up to ~10% of a single-row predict's instructions; docs/decisions/observability.md)
@@ -183,7 +142,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         try:
             yield
         finally:
-            app.predict_front_door.runtime = None
+            app.predict_front_door.plane = None
             reconciler.shutdown()
             janitor.stop()
             runtime.queue.shutdown()
@@ -202,15 +161,12 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     install_handlers(app)
     metrics = Metrics(lambda: app.state.runtime) if settings.metrics else None
     app.state.metrics = metrics
-    app.state.on_predict = metrics.on_predict_v2 if metrics else None
+    app.state.on_rows = metrics.on_rows if metrics else None
     for r in (health.router, algorithms.router, datasets.router, train.router, selection.router, jobs.router,
               models.router, v2.router, metrics_api.router):
         app.include_router(r)
     _document_hand_parsed_bodies(app)
     recorder = RequestRecorder(metrics, settings.access_log)
-    app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime, recorder,
-                                              metrics.on_predict_v1 if metrics else None, settings.max_body_bytes,
-                                              metrics.on_predict_v2 if metrics else None)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
     cors_origins = parse_list(settings.cors_origins)
     if cors_origins:  # off unless configured (docs/decisions/browser-safety.md)
@@ -219,7 +175,9 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
                            allow_headers=["*"], expose_headers=["X-Request-ID", "Location", "Retry-After"],
                            max_age=600)
     guard = BrowserGuard(parse_list(settings.allowed_hosts), cors_origins)
-    app.predict_front_door.check_request = guard.check  # the front door skips the middleware below
+    # the front door skips the middleware below: its guards are the same checks
+    app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime.plane, recorder, settings.max_body_bytes,
+                                              guards=(guard.check,), on_rows=metrics.on_rows if metrics else None)
     app.add_middleware(BrowserGuardMiddleware, guard=guard)  # Host allow-list, cross-site refusals
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)

@@ -33,6 +33,10 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     _flush_logs_on_signals()
+    # A worker thread busy in Python (a large predict, a cold load) keeps the GIL until the interpreter asks it
+    # to switch; the event loop needs it back after every wait, so each of its steps could wait that long. 1 ms
+    # instead of 5 keeps /health/live and small predicts prompt meanwhile (docs/decisions/model-cache.md).
+    sys.setswitchinterval(0.001)
     # uvicorn logs through the root logger (JSON lines); the access log is Orchard's own (with request ids)
     from .server import timed_protocol
 

@@ -2,8 +2,9 @@
 
 * ``Observability`` is a pure ASGI middleware (outermost): it takes the client's ``X-Request-ID`` or makes
   one, echoes it on the response, times the request, counts it by method, route template and status, and
-  writes one JSON access-log line (``RequestRecorder.record``). The predict front door (api/fastpath.py)
-  answers before the middleware stack and records its requests through the same ``record``.
+  writes one JSON access-log line (``RequestRecorder.record``, service/request_recorder.py). The predict front
+  door (api/fastpath.py) answers before the middleware stack and records its requests through the same
+  ``record``.
 * ``OrchardCollector`` reads job counts by kind and status and the queue depth from the metadata store at
   scrape time, so the figures are right when jobs run in other processes (embedded pool or RQ workers),
   and the model cache's hits, misses and size from this process.
@@ -22,11 +23,8 @@ import re
 import sys
 import threading
 import time
-import weakref
-from bisect import bisect_right
 from collections import deque
-from itertools import chain, count, islice, repeat
-from operator import itemgetter
+from itertools import count
 from time import perf_counter_ns
 
 import orjson
@@ -36,6 +34,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import ClientDisconnect
 
 from .errors import unexpected_response
+from .request_recorder import BUCKETS as _BUCKETS
+from .request_recorder import RequestRecorder
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("orchard_request_id", default=None)
 access_log = logging.getLogger("orchard.access")
@@ -50,12 +50,11 @@ def _renew_rid_prefix() -> None:
 
 
 os.register_at_fork(after_in_child=_renew_rid_prefix)
-_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 # -- logging ---------------------------------------------------------------------------------------
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, msg, request_id, extra fields, exc."""
+    """One JSON object per line: ts, level, logger, msg, extra fields, request_id, exc."""
 
     _SKIP = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -74,16 +73,16 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out = {"ts": self._ts(record.created), "level": record.levelname.lower(), "logger": record.name,
                "msg": record.getMessage()}
-        rid = getattr(record, "request_id", None) or request_id_var.get()
-        if rid:
-            out["request_id"] = rid
         fields = getattr(record, "fields", None)
-        if fields is not None:  # the access log's pre-built fields
+        if fields is not None:  # the access log's fields
             out.update(fields)
         else:
             for k, v in record.__dict__.items():
                 if k not in self._SKIP and k not in out:
                     out[k] = v
+        rid = getattr(record, "request_id", None) or request_id_var.get()
+        if rid:
+            out["request_id"] = rid
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(out, default=str).decode()
@@ -110,7 +109,7 @@ class BufferedStreamHandler(logging.Handler):
         threading.Thread(target=self._flusher, name="orchard-log-flush", daemon=True).start()
         atexit.register(self.flush)
 
-    on_tick = None  # called from the flusher thread every interval (see refresh_access_sink)
+    on_tick = None  # called from the flusher thread every interval (see configure_logging)
 
     def _flusher(self):
         while not self._stop.wait(self.interval):
@@ -158,7 +157,7 @@ class BufferedStreamHandler(logging.Handler):
 
 def flush_logs() -> None:
     """Write out buffered log lines now (shutdown, fatal signals), the access lines recorders hold included."""
-    drain_recorders()
+    RequestRecorder.drain_all()
     for h in logging.getLogger().handlers:
         try:
             h.flush()
@@ -166,13 +165,10 @@ def flush_logs() -> None:
             pass
 
 
-_access_sink: tuple | None = None  # (handler, formatter, [handler]) once configure_logging ran
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
     """Root logging to stderr, JSON lines (``fmt="json"``) or plain text; uvicorn's loggers propagate to it."""
-    global _access_sink
-    logging._srcfile = None  # no caller frame lookup per record (the logging HOWTO's optimisation)
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = BufferedStreamHandler(sys.stderr.fileno())
     text = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -188,38 +184,17 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         lg.handlers.clear()
         lg.propagate = True
     # the access log may write its JSON lines straight into this handler while nothing else is attached
-    _access_sink = (handler, formatter, [handler]) if fmt == "json" else None
-    handler.on_tick = _tick
-    refresh_access_sink()
-    atexit.unregister(drain_recorders)
-    atexit.register(drain_recorders)  # after the handler's own: runs before it (atexit is last-in, first-out)
+    RequestRecorder.use_sink(handler if fmt == "json" else None, formatter)
+    handler.on_tick = tick
+    atexit.unregister(RequestRecorder.drain_all)
+    # after the handler's own: runs before it (atexit is last-in, first-out)
+    atexit.register(RequestRecorder.drain_all)
 
 
-def _tick() -> None:
-    refresh_access_sink()
-    drain_recorders()
-
-
-_root = logging.getLogger()
-
-
-def _access_fast() -> bool:
-    """The access logger still propagates to the root's only handler (Orchard's) at info level."""
-    return (not access_log.handlers and access_log.propagate and not access_log.disabled
-            and access_log.isEnabledFor(logging.INFO))
-
-
-_direct: tuple | None = None  # (handler, formatter) while access lines may go straight into Orchard's handler
-
-
-def refresh_access_sink() -> None:
-    """Decide whether access lines may bypass ``logging`` (the setup is still ours: the root's only handler
-    is Orchard's and the access logger propagates to it at info level). Run by ``configure_logging`` and by
-    the log flusher every interval, so a later change of the logging setup is honoured within that interval;
-    a handler added to the root is noticed at once (``RequestRecorder.record`` also checks their number)."""
-    global _direct
-    sink = _access_sink
-    _direct = sink[:2] if sink is not None and _root.handlers == sink[2] and _access_fast() else None
+def tick() -> None:
+    """The log flusher's periodic work before it writes: is the setup still Orchard's, and the queued lines."""
+    RequestRecorder.refresh_sink()
+    RequestRecorder.drain_all()
 
 
 # -- metrics ---------------------------------------------------------------------------------------
@@ -322,11 +297,9 @@ class Metrics:
             rows.add_metric([k], v)
         yield rows
 
-    def on_predict_v1(self, model_id: str, n_rows: int, status: int) -> None:
-        self.rows["v1"] += n_rows
-
-    def on_predict_v2(self, model_id: str, n_rows: int, status: int) -> None:
-        self.rows["v2"] += n_rows
+    def on_rows(self, protocol: str, model_id: str, n_rows: int, status: int) -> None:
+        """Rows one request predicted (``protocol``: "v1" or "v2")."""
+        self.rows[protocol] += n_rows
 
     def exposition(self) -> bytes:
         for drain in self.drains:  # requests still queued in a recorder count in this scrape
@@ -347,169 +320,6 @@ def new_request_id() -> str:
     """80 random bits of this process and a 48-bit counter, in 32 hex digits (``to_bytes().hex()`` is the
     cheapest zero-padded hex formatting)."""
     return _RID_PREFIX + next(_rid_counter).to_bytes(6, "big").hex()
-
-
-class RequestRecorder:
-    """What every request leaves behind: its metrics (``RequestStats``) and its JSON access-log line.
-
-    ``record`` runs once per request, from the ``Observability`` middleware or from the predict front door
-    (api/fastpath.py), on the request's hot path, so it only queues the request's fields (one deque append).
-    ``drain`` turns the queue into metrics and access lines in a batch: when ``BATCH`` requests are queued, at
-    every tick of the log flusher (0.5 s), before each /metrics scrape and at shutdown (``flush_logs``).
-    The drain works on columns (``zip(*items)``) with C-level loops (``map``, ``zip``, ``sorted``, ``join``):
-    each line is joined from texts made once and reused, looked up in dicts that make a missing text on first
-    use (per (method, path, route, status) the text from ``level`` to ``duration_ms``, per millisecond the
-    timestamp, per microsecond the duration, per size and per client the rest but the request id), and the
-    latency histogram is counted by bisecting the batch's sorted durations once per bucket bound. A Python
-    loop over the batch, formatting each line with ``%``, cost more than twice as much
-    (docs/decisions/observability.md has the figures).
-    While the logging setup is not Orchard's own (``refresh_access_sink``), access lines go through
-    ``logging`` at once, as any log record does."""
-
-    # requests per drain: a drain blocks the event loop ~1 us per request (docs/decisions/observability.md)
-    BATCH = 256
-
-    def __init__(self, metrics: Metrics | None, access_log_on: bool):
-        self.stats = metrics.stats if metrics is not None else None
-        self.access_log_on = access_log_on
-        self._queue: deque[tuple] = deque()  # requests with an access line to write (and to count)
-        self._counted: deque[tuple] = deque()  # requests only to count (no line, or the line went through logging)
-        self._lock = threading.Lock()  # one drain at a time: lines stay in order, stats have one writer
-        # (method, path, route, status) -> (the line's text from level to duration_ms, stats series, status)
-        self._entries = _Texts(self._entry)
-        if metrics is not None:
-            metrics.drains.append(self.drain)
-        _recorders.add(self)
-        self.record = self._recorder() if access_log_on or metrics is not None else _ignore
-
-    def _recorder(self):
-        """``record(scope, route, status, elapsed_ns, nbytes, rid)`` for this configuration: queue one finished
-        request (``elapsed_ns``: its duration in integer nanoseconds, from ``perf_counter_ns``; ``rid``: its
-        request id, ASCII bytes as in the X-Request-ID header). The queued tuple holds the scope's fields, not
-        the scope: holding whole scopes until the drain kept each request's objects alive past it, and
-        measurably slowed the allocations of the requests after it."""
-        queue, counted, drain, batch, now_ns = self._queue, self._counted, self.drain, self.BATCH, time.time_ns
-        append, count_only = queue.append, counted.append
-
-        if not self.access_log_on:
-            def record(scope, route: str, status: int, elapsed_ns: int, nbytes: int, rid: bytes) -> None:
-                count_only((scope["method"], scope["path"], route, status, (elapsed_ns + 500) // 1000))
-                if len(counted) >= batch:
-                    drain()
-            return record
-
-        count = self.stats is not None
-
-        def record(scope, route: str, status: int, elapsed_ns: int, nbytes: int, rid: bytes) -> None:
-            if _direct is None or len(_root.handlers) != 1:  # the logging setup is not Orchard's alone
-                if access_log.isEnabledFor(logging.INFO):
-                    if queue:
-                        drain()  # lines queued earlier go first
-                    self._log(scope["method"], scope["path"], scope.get("client"), route, status, elapsed_ns,
-                              nbytes, rid)
-                if count:
-                    count_only((scope["method"], scope["path"], route, status, (elapsed_ns + 500) // 1000))
-                    if len(counted) >= batch:
-                        drain()
-                return
-            # durations in whole microseconds, timestamps in whole milliseconds (integer arithmetic here is
-            # cheaper than the same conversions as C-level map steps in the drain)
-            append((scope["method"], scope["path"], scope.get("client"), route, status, (elapsed_ns + 500) // 1000,
-                    nbytes, rid, now_ns() // 1_000_000))
-            if len(queue) >= batch:
-                drain()
-        return record
-
-    @staticmethod
-    def _log(method: str, path: str, client, route: str, status: int, elapsed_ns: int, nbytes: int,
-             rid: bytes) -> None:
-        """One access line through ``logging`` (the setup is not Orchard's alone)."""
-        access_log.info("%s %s %d", method, path, status, extra={"request_id": rid.decode(), "fields": {
-            "method": method, "path": path, "route": route, "status": status,
-            "duration_ms": round(elapsed_ns / 1e6, 3), "bytes": nbytes, "client": client[0] if client else ""}})
-
-    def _entry(self, key: tuple[str, str, str, int]) -> tuple:
-        """The entry of (method, path, route, status), kept like the other texts (``_kept``: paths come from
-        clients, so at most ``_TEXT_CACHE_MAX`` keys)."""
-        method, path, route, status = key
-        entry = (_line_text(method, path, route, status), self.stats.entry(method, route) if self.stats else None,
-                 status)
-        return _kept(self._entries, key, entry)
-
-    def drain(self) -> None:
-        """Metrics and access lines of every queued request (any thread)."""
-        queue, counted = self._queue, self._counted
-        if not queue and not counted:
-            return
-        with self._lock:
-            # pop exactly the items there now (other threads may append meanwhile), in a C loop
-            items = list(islice(iter(queue.popleft, None), len(queue)))
-            only = list(islice(iter(counted.popleft, None), len(counted)))
-            direct = _direct
-            if items:
-                methods, paths, clients, routes, statuses, uss, sizes, rids, mss = zip(*items, strict=True)
-                entries = list(map(self._entries.__getitem__, zip(methods, paths, routes, statuses, strict=True)))
-                if self.stats is not None:
-                    self._count(entries, uss)
-                if direct is None:  # the setup stopped being Orchard's since: through logging, in order
-                    for method, path, client, route, status, us, nbytes, rid, _ in items:
-                        self._log(method, path, client, route, status, us * 1000, nbytes, rid)
-                else:
-                    try:
-                        data = _lines(mss, entries, uss, sizes, clients, rids)
-                    except TypeError:  # an ASGI server that gives the client as a list (unhashable)
-                        clients = [c if c is None or type(c) is tuple else tuple(c) for c in clients]
-                        data = _lines(mss, entries, uss, sizes, clients, rids)
-                    # written now, a batch at a time: small writes stay in the CPU's caches (a 0.5 s backlog
-                    # of several MB, joined and written at once, cost more per line in page faults and copies)
-                    direct[0].write_line(data)
-                    direct[0].flush()
-            if only:
-                methods, paths, routes, statuses, uss = zip(*only, strict=True)
-                keys = zip(methods, paths, routes, statuses, strict=True)
-                self._count(list(map(self._entries.__getitem__, keys)), uss)
-
-    @staticmethod
-    def _count(entries: list, durations: tuple) -> None:
-        """Count requests (``entries[i]`` took ``durations[i]`` us) into their series (under the drain's lock)."""
-        first = entries[0]
-        if entries.count(first) == len(entries):  # one series (entries equal only if their keys are)
-            groups = ((first, durations),)
-        else:
-            by_entry: dict[int, tuple] = {}
-            for entry, us in zip(entries, durations, strict=True):
-                group = by_entry.get(id(entry))
-                if group is None:
-                    group = by_entry[id(entry)] = (entry, [])
-                group[1].append(us)
-            groups = by_entry.values()
-        for (_, series, status), group in groups:
-            done, ordered, buckets = 0, sorted(group), series[0]
-            for i, bound in enumerate(_BUCKETS_US):  # le: durations <= bound
-                upto = bisect_right(ordered, bound, done)
-                buckets[i] += upto - done
-                done = upto
-                if done == len(ordered):
-                    break
-            buckets[-1] += len(ordered) - done
-            series[1] += sum(ordered) / 1e6
-            series[2][status] = series[2].get(status, 0) + len(ordered)
-
-
-def _ignore(scope, route: str, status: int, elapsed_ns: int, nbytes: int, rid: bytes) -> None:
-    """``record`` with metrics and the access log both off."""
-
-
-_BUCKETS_US = tuple(round(b * 1e6) for b in _BUCKETS)  # the histogram's bounds in microseconds
-
-
-_recorders: weakref.WeakSet[RequestRecorder] = weakref.WeakSet()
-
-
-def drain_recorders() -> None:
-    """Drain every live recorder (the log flusher's tick, shutdown)."""
-    for recorder in list(_recorders):
-        recorder.drain()
 
 
 class Observability:
@@ -564,82 +374,3 @@ class Observability:
             route = getattr(scope.get("route"), "path", None) or "<unmatched>"
             self.record(scope, route, state[0], perf_counter_ns() - start, state[1], rid_header[1])
             request_id_var.reset(token)
-
-
-def _line_text(method: str, path: str, route: str, status: int) -> bytes:
-    """The fixed text of an access line of (method, path, route, status), between its timestamp and its
-    duration. A line is ``{"ts":"<ts>`` + this + duration + ``,"bytes":<n>,"client":"`` + client +
-    ``","request_id":"`` + request id + ``"}\n``. Every value joined in is JSON-safe: request ids match
-    _VALID_ID or are hex, timestamps and numbers are plain, client addresses are JSON-encoded once."""
-    m, p, r = (orjson.dumps(v) for v in (method, path, route))
-    return (b'","level":"info","logger":"orchard.access","msg":"%s %s %d","method":%s,"path":%s,"route":%s,'
-            b'"status":%d,"duration_ms":' % (m[1:-1], p[1:-1], status, m, p, r, status))
-
-
-_FIRST = itemgetter(0)
-
-
-def _lines(mss, entries, uss, sizes, clients, rids) -> bytes:
-    """The access lines of a batch (columns of its requests), joined from their texts in C loops."""
-    return b"".join(chain.from_iterable(zip(
-        map(_TIMESTAMP_TEXT.__getitem__, mss), map(_FIRST, entries), map(_DURATION_TEXT.__getitem__, uss),
-        map(_SIZE_TEXT.__getitem__, sizes), map(_CLIENT_TEXT.__getitem__, clients), rids, repeat(b'"}\n'),
-        strict=False)))
-_TEXT_CACHE_MAX = 4096  # texts kept per kind (sizes and clients come from clients: bounded)
-
-
-class _Texts(dict):
-    """A dict that makes a missing value with ``make(key)`` (which may store it): C-speed lookups in ``map``."""
-
-    def __init__(self, make):
-        super().__init__()
-        self.make = make
-
-    def __missing__(self, key):
-        return self.make(key)
-
-
-def _kept(texts: dict, key, value, bounded: bool = True):
-    """Keep ``value`` (a text, or a route's entry) for ``key``; a ``bounded`` kind is emptied first when it
-    holds ``_TEXT_CACHE_MAX`` values."""
-    if bounded and len(texts) >= _TEXT_CACHE_MAX:
-        texts.clear()
-    texts[key] = value
-    return value
-
-
-_SECOND: tuple[int, bytes] = (-1, b"")  # the last second formatted and its text (replaced whole: recorders of
-# several apps may drain at once in two threads)
-
-
-def _timestamp_text(ms: int) -> bytes:
-    """``{"ts":"<ISO time to the millisecond>`` of ``ms`` milliseconds since the epoch."""
-    global _SECOND
-    sec, frac = divmod(ms, 1000)
-    second = _SECOND
-    if second[0] != sec:
-        second = _SECOND = (sec, b'{"ts":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode())
-    return _kept(_TIMESTAMP_TEXT, ms, b"%s.%03dZ" % (second[1], frac))
-
-
-def _duration_text(us: int) -> bytes:
-    """``duration_ms`` to the microsecond (``0.031``); kept below 20 ms (at most 20,000 texts, ~1 MB; slower
-    requests are rarer and made each time)."""
-    text = b"%d.%03d" % divmod(us, 1000)
-    return _kept(_DURATION_TEXT, us, text, False) if us < 20_000 else text
-
-
-def _size_text(nbytes: int) -> bytes:
-    """``,"bytes":<n>,"client":"``."""
-    return _kept(_SIZE_TEXT, nbytes, b',"bytes":%d,"client":"' % nbytes)
-
-
-def _client_text(client) -> bytes:
-    """The ASGI client (host, port) or None: its host, JSON-encoded, up to the request id."""
-    return _kept(_CLIENT_TEXT, client, orjson.dumps(client[0] if client else "")[1:] + b',"request_id":"')
-
-
-_TIMESTAMP_TEXT = _Texts(_timestamp_text)
-_DURATION_TEXT = _Texts(_duration_text)
-_SIZE_TEXT = _Texts(_size_text)
-_CLIENT_TEXT = _Texts(_client_text)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from .queue.factory import make_queue
+from .services.dataplane import DataPlane
 from .services.inference import ModelCache
 from .settings import Settings
 from .storage.artifacts import ArtifactStore
@@ -21,12 +22,14 @@ class Runtime:
     art: ArtifactStore
     queue: object
     cache: ModelCache
+    plane: DataPlane  # inference over the cache, for /v1, /v2 and the predict front door
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:
         meta, art = open_stores(settings)
         queue = make_queue(settings, meta, art)
-        return cls(settings, meta, art, queue, ModelCache(meta, art, settings.model_cache_bytes))
+        cache = ModelCache(meta, art, settings.model_cache_bytes)
+        return cls(settings, meta, art, queue, cache, DataPlane(cache, meta, settings.max_predict_rows))
 
 
 def rt(request: Request) -> Runtime:

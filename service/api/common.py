@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 from fastapi import Query, Request
 
 from ..errors import UnsupportedMedia, invalid
@@ -40,10 +39,3 @@ async def raw_json_body(request: Request) -> bytes:
     if not raw:
         raise invalid(["body"], "the request body is empty; send a JSON object")
     return raw
-
-
-def decode_json(raw: bytes) -> object:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise invalid(["body"], f"the body is not valid JSON: {exc}") from None

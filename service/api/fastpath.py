@@ -1,37 +1,44 @@
 """The front door of inference: ``POST /v1/models/{id}/predict`` and ``POST /v2/models/{name}/infer`` answered
-before FastAPI, through one path (body, model, errors, metrics) with a protocol-specific decode and answer.
+before FastAPI, over the data plane (services/dataplane.py), with one error path and one record per request.
 
 This is the one request whose cost is dominated by framework overhead (Starlette's middleware stack, routing,
 dependency resolution, exception middleware) rather than by work. ``OrchardApp.__call__`` hands it to
-``PredictFrontDoor``, which does everything the stack would have done for it in one coroutine: the request id,
-the body limit (declared and streamed), the content type, orjson decoding, the cached model, the JSON answer,
-problem+json errors, and the request's metrics and access-log line (``Observability.record``). Behaviour is
-identical to the FastAPI route in ``api/models.py``, which still defines the OpenAPI contract and shares
-``predict_payload``. See docs/decisions/predict-fast-path.md.
+``PredictFrontDoor``, which does in one coroutine what the stack would have done: the request id, the guards,
+the content type, the body (api/body.py, the limit of every route), the model and its answer (the data plane),
+problem+json (or V2 ``{"error"}``) errors, and the request's metrics and access-log line (``RequestRecorder``).
+The FastAPI routes in api/models.py and api/v2.py define the OpenAPI contract over the same data plane.
+See docs/decisions/predict-fast-path.md.
+
+Guards: callables ``guard(scope) -> None | ProblemError | Response`` given at construction, run in order before
+the body is read. None lets the request through; a ``ProblemError`` is answered in the protocol's error shape
+(problem+json on /v1, ``{"error"}`` on /v2), a Starlette ``Response`` is sent as it is; either way with the
+request id and recorded like any other answer.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 
-import orjson
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
 from core.validation import DataError
 
-from ..errors import ProblemError, TooLarge, UnsupportedMedia, invalid, problem_response, v2_error_response
+from ..errors import ProblemError, UnsupportedMedia, invalid, problem_response, v2_error_response
 from ..observability import new_request_id, request_id_var, valid_request_id
 from ..services import oip
-from ..services.inference import INLINE_BODY_BYTES, run_sized
-from .common import decode_json as orjson_loads
-from .models import _decode_and_predict, predict_payload
+from ..services.inference import INLINE_BODY_BYTES
+from .body import Body, check_declared, read_body
 
 log = logging.getLogger("orchard")
 ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route templates
 ROUTE_V2 = "/v2/models/{model_name}/infer"
 _JSON = b"application/json"
 _OCTETS = b"application/octet-stream"
+
+Guard = Callable[[dict], "ProblemError | Response | None"]
 
 
 def predict_model_id(path: str) -> str | None:
@@ -52,22 +59,21 @@ def infer_model_name(path: str) -> str | None:
     return None
 
 
-def _v2_bundle(runtime, name: str):
-    return runtime.cache.get(oip.resolve_model(runtime.meta, name)["id"])
-
-
 class PredictFrontDoor:
-    check_request = staticmethod(lambda scope: None)  # the app's BrowserGuard.check (service/security.py)
+    """``await front_door(scope, receive, send, name, v2)`` for a path recognised by ``predict_model_id`` (v1)
+    or ``infer_model_name`` (v2). ``get_plane()`` gives the running app's ``DataPlane`` (``plane`` caches it
+    while the app runs); ``recorder``: the app's ``RequestRecorder``; ``on_rows(protocol, model_id, n, status)``:
+    optional, the rows each request predicted."""
 
-    def __init__(self, get_runtime, observability, on_predict, body_limit: int, on_infer=None):
-        self.get_runtime = get_runtime
-        self.runtime = None  # set by the app's lifespan
-        self.record = observability.record  # metrics + access log of one request
-        self.on_predict = on_predict  # optional hook(model_id, n_rows, status): rows predicted (v1)
-        self.on_infer = on_infer  # the same for /v2
+    def __init__(self, get_plane, recorder, body_limit: int, *, guards: Sequence[Guard] = (), on_rows=None):
+        self.get_plane = get_plane
+        self.plane = None  # set by the app's lifespan
+        self.record = recorder.record  # metrics + access log of one request
         self.limit = body_limit
+        self.guards = tuple(guards)
+        self.on_rows = on_rows
 
-    async def __call__(self, scope, receive, send, model_id: str, v2: bool = False):
+    async def __call__(self, scope, receive, send, name: str, v2: bool = False):
         start = perf_counter_ns()
         rid = ctype = declared = hlen = None
         for k, v in scope["headers"]:  # one pass over the headers for the ones this path reads
@@ -89,122 +95,100 @@ class PredictFrontDoor:
         status, nbytes = 500, 0
         try:
             try:
-                self.check_request(scope)  # Host allow-list, cross-site refusal: raises a ProblemError
-                # the body: type, declared and streamed size, JSON (one coroutine: no await of a helper's)
+                for guard in self.guards:
+                    refusal = guard(scope)
+                    if refusal is not None:
+                        if isinstance(refusal, ProblemError):
+                            raise refusal
+                        refusal.raw_headers.append(rid_header)
+                        await refusal(scope, receive, send)
+                        status, nbytes = refusal.status_code, len(refusal.body)
+                        return
                 if ctype is not None and ctype != _JSON and hlen is None:
-                    media = ctype.split(b";", 1)[0].strip().lower()
-                    if media != _JSON and media:
-                        if v2:
-                            raise UnsupportedMedia(f"content type {media.decode(errors='replace')!r} is not "
-                                                   "supported: send application/json, or binary tensor data with "
-                                                   "an Inference-Header-Content-Length header")
-                        raise UnsupportedMedia(f"content type {media.decode(errors='replace')!r} is not supported "
-                                               "here; send application/json")
-                limit = self.limit
+                    _check_media(ctype, v2)
                 if declared is not None:
-                    try:
-                        n = int(declared)
-                    except ValueError:
-                        n = 0
-                    if n > limit:
-                        raise TooLarge(f"the body ({n} bytes) exceeds the limit of {limit} bytes "
-                                       "(ORCHARD_MAX_BODY_BYTES)")
-                msg = await receive()
-                if msg["type"] == "http.disconnect":
+                    check_declared(declared, self.limit)
+                body = await read_body(receive, self.limit, join=False)  # a large body is joined off the loop
+                if body is None:
                     status = 499  # the client went away before sending its body
                     return
-                body = msg.get("body", b"")
-                if msg.get("more_body", False):  # chunks joined once (never body += chunk: quadratic)
-                    chunks, size = [body], len(body)
-                    while msg.get("more_body", False):
-                        msg = await receive()
-                        if msg["type"] == "http.disconnect":
-                            status = 499
-                            return
-                        chunk = msg.get("body", b"")
-                        size += len(chunk)
-                        if size > limit:
-                            raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-                        chunks.append(chunk)
-                    body = b"".join(chunks)
-                if len(body) > limit:
-                    raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-                runtime = self.runtime or self.get_runtime()
+                plane = self.plane or self.get_plane()
                 if v2:
-                    status = 0  # recorded by _infer
-                    return await self._infer(scope, receive, send, runtime, model_id, body, hlen, rid_header,
-                                             start)
-                if not body:
-                    raise invalid(["body"], "the request body is empty; send a JSON object")
-                bundle = runtime.cache.peek(model_id)
-                if bundle is None:  # cold: loaded on a worker thread, never on the event loop
-                    bundle = await run_in_threadpool(runtime.cache.get, model_id)
-                if len(body) <= INLINE_BODY_BYTES:
-                    out = predict_payload(bundle, orjson_loads(body), runtime.settings.max_predict_rows)
-                else:  # a large body: decoded and predicted on a worker thread
-                    out = await run_in_threadpool(_decode_and_predict, bundle, body, runtime.settings.max_predict_rows)
+                    bundle = plane.cache.peek(name)
+                    if bundle is None:  # cold, or a name rather than an id: looked up and loaded on a worker thread
+                        bundle = await plane.amodel_named(name)
+                    if len(body) <= INLINE_BODY_BYTES:
+                        data, json_len, n = plane.infer(bundle, name, _bytes(body), hlen)
+                    else:
+                        data, json_len, n = await run_in_threadpool(_infer_joined, plane, bundle, name, body, hlen)
+                else:
+                    if not body:
+                        raise invalid(["body"], "the request body is empty; send a JSON object")
+                    bundle = plane.cache.peek(name)
+                    if bundle is None:  # cold: loaded on a worker thread, never on the event loop
+                        bundle = await plane.amodel(name)
+                    if len(body) <= INLINE_BODY_BYTES:
+                        data, n = plane.predict(bundle, _bytes(body))
+                    else:  # joined, decoded, predicted and encoded on a worker thread
+                        data, n = await run_in_threadpool(_predict_joined, plane, bundle, body)
+                    json_len = None
             except Exception as exc:  # noqa: BLE001 - problems answered as such, anything else as the app's 500
-                status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, model_id, v2)
+                status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, name, v2)
                 return
-            data = orjson.dumps(out)
-            if self.on_predict:
-                self.on_predict(model_id, len(out.get("predictions") or out.get("components")
-                                              or out.get("log_density") or ()), 200)
-            await send({"type": "http.response.start", "status": 200, "headers": [
-                (b"content-type", _JSON), (b"content-length", b"%d" % len(data)), rid_header]})
+            if self.on_rows is not None:
+                self.on_rows("v2" if v2 else "v1", bundle.model_id, n, 200)
+            if json_len is None:
+                headers = [(b"content-type", _JSON), (b"content-length", b"%d" % len(data)), rid_header]
+            else:
+                headers = [(b"content-type", _OCTETS), (b"content-length", b"%d" % len(data)), rid_header,
+                           (b"inference-header-content-length", b"%d" % json_len)]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": data})
             status, nbytes = 200, len(data)
         finally:
-            if status:  # 0: the V2 answer recorded itself
-                self.record(scope, ROUTE_V2 if v2 else ROUTE, status, perf_counter_ns() - start, nbytes, rid_header[1])
+            self.record(scope, ROUTE_V2 if v2 else ROUTE, status, perf_counter_ns() - start, nbytes, rid_header[1])
             request_id_var.reset(token)
 
-    async def _refuse(self, scope, receive, send, exc: Exception, rid_header, model_id: str, v2: bool):
+    async def _refuse(self, scope, receive, send, exc: Exception, rid_header, name: str, v2: bool):
         """Answer an error of either protocol: a problem as itself (an estimator's DataError: the client's data),
         anything else as the app's last-resort 500. Returns (status, bytes sent)."""
         if isinstance(exc, DataError) and v2:
             exc = oip.V2Error(f"the model cannot use these values: {exc}")
         if not isinstance(exc, ProblemError):
-            log.error("unhandled error in inference with %s", model_id, exc_info=exc)
+            log.error("unhandled error in inference with %s", name, exc_info=exc)
             exc = ProblemError("an unexpected error occurred; see the server log", status=500,
                                title="Internal Server Error")
-        hook = self.on_infer if v2 else self.on_predict
-        if hook:
-            hook(model_id, 0, exc.status)
-        return await _send_problem(scope, receive, send, exc, rid_header, v2)
-
-    async def _infer(self, scope, receive, send, runtime, name, body, hlen, rid_header, start):
-        """``/v2/models/{name}/infer``: the protocol's decode and answer over the same body, model and errors."""
-        status, nbytes = 500, 0
-        try:
-            try:
-                bundle = runtime.cache.peek(name)  # an id already loaded: no lookup
-                if bundle is None:
-                    bundle = await run_in_threadpool(_v2_bundle, runtime, name)
-                data, json_len, n = await run_sized(len(body), oip.infer, bundle, name, body, hlen,
-                                                    runtime.settings.max_predict_rows)
-            except Exception as exc:  # noqa: BLE001 - problems answered as such, anything else as the app's 500
-                status, nbytes = await self._refuse(scope, receive, send, exc, rid_header, name, True)
-                return
-            if self.on_infer:
-                self.on_infer(bundle.model_id, n, 200)
-            headers = [(b"content-type", _JSON if json_len is None else _OCTETS),
-                       (b"content-length", b"%d" % len(data)), rid_header]
-            if json_len is not None:
-                headers.append((b"inference-header-content-length", b"%d" % json_len))
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": data})
-            status, nbytes = 200, len(data)
-        finally:
-            self.record(scope, ROUTE_V2, status, perf_counter_ns() - start, nbytes, rid_header[1])
+        if self.on_rows is not None:
+            self.on_rows("v2" if v2 else "v1", name, 0, exc.status)
+        if v2:
+            resp = v2_error_response(400 if exc.status == 422 else exc.status, exc.detail, exc.headers)
+        else:
+            resp = problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers, exc.type_)
+        resp.raw_headers.append(rid_header)
+        await resp(scope, receive, send)
+        return exc.status, len(resp.body)
 
 
-async def _send_problem(scope, receive, send, exc: ProblemError, rid_header, v2: bool = False) -> tuple[int, int]:
-    """Answer ``exc`` as the app's handler would (problem+json, or V2's ``{"error"}``) plus the request id."""
-    if v2:
-        resp = v2_error_response(400 if exc.status == 422 else exc.status, exc.detail, exc.headers)
-    else:
-        resp = problem_response(exc.status, exc.title, exc.detail, exc.errors, exc.headers, exc.type_)
-    resp.raw_headers.append(rid_header)
-    await resp(scope, receive, send)
-    return exc.status, len(resp.body)
+def _bytes(body: bytes | Body) -> bytes:
+    return body if type(body) is bytes else body.join()
+
+
+def _predict_joined(plane, bundle, body: bytes | Body):
+    """``plane.predict`` on a worker thread, the body's chunks joined there."""
+    return plane.predict(bundle, _bytes(body))
+
+
+def _infer_joined(plane, bundle, name: str, body: bytes | Body, hlen: str | None):
+    """``plane.infer`` on a worker thread, the body's chunks joined there."""
+    return plane.infer(bundle, name, _bytes(body), hlen)
+
+
+def _check_media(ctype: bytes, v2: bool) -> None:
+    """415 unless the content type is JSON (or, on /v2, binary tensor data with its header-length header)."""
+    media = ctype.split(b";", 1)[0].strip().lower()
+    if media != _JSON and media:
+        what = media.decode(errors="replace")
+        if v2:
+            raise UnsupportedMedia(f"content type {what!r} is not supported: send application/json, or binary "
+                                   "tensor data with an Inference-Header-Content-Length header")
+        raise UnsupportedMedia(f"content type {what!r} is not supported here; send application/json")

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
-
-from core.validation import DataError
 
 from ..errors import Conflict, NotFound, invalid
 from ..runtime import rt
@@ -29,11 +26,11 @@ from ..services import rl
 from ..services.evaluation import evaluate_matrix
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
-from ..services.inference import run_sized
 from ..services.tables import parse_json_table
 from ..services.training import _target_values
 from ..services.widths import check_width
-from .common import Page, decode_json, errors, raw_json_body
+from .common import Page, errors, raw_json_body
+from .deps import Plane
 from .jobs import job_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -84,59 +81,20 @@ def delete_model(request: Request, model_id: str):
     return Response(status_code=204)
 
 
-_PREDICT_FIELDS = frozenset({"instances", "rows", "return_proba", "return_std"})
-
-
-def predict_payload(bundle, body: object, max_rows: int) -> dict:
-    """Validate a predict body (dict, decoded by orjson: its numbers are finite) against the bundle and run
-    the model."""
-    if type(body) is not dict:
-        raise invalid(["body"], "the body must be a JSON object with 'instances' or 'rows'")
-    if not body.keys() <= _PREDICT_FIELDS:
-        key = next(k for k in body if k not in _PREDICT_FIELDS)
-        raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")
-    instances, rows = body.get("instances"), body.get("rows")
-    if (instances is None) == (rows is None):
-        raise invalid(["body", "instances"], "give exactly one of 'instances' or 'rows'")
-    if len(body) > 1:
-        for flag in ("return_proba", "return_std"):
-            if flag in body and not isinstance(body[flag], bool):
-                raise invalid(["body", flag], "must be true or false")
-    data = instances if instances is not None else rows
-    field = "instances" if instances is not None else "rows"
-    if not isinstance(data, list) or not data:
-        raise invalid(["body", field], "must be a non-empty list")
-    if len(data) > max_rows:
-        raise invalid(["body", field], f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS)")
-    if bundle.task == rl.TASK:
-        return rl.predict(bundle, data, field)
-    X = bundle.matrix_from_payload(data, field, json_numbers=True)
-    try:
-        return bundle.predict_matrix(X, return_proba=bool(body.get("return_proba")),
-                                     return_std=bool(body.get("return_std")))
-    except DataError as exc:  # the estimator's own input check (e.g. a value that overflows when standardised)
-        raise invalid(["body", field], f"the model cannot use these values: {exc}") from None
-
-
 @router.post("/{model_id}/predict", response_model=PredictResponse, response_model_exclude_none=True,
              operation_id="predict", responses=errors(404, 409, 413, 415, 422),
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}})
-async def predict(request: Request, model_id: str):
+async def predict(request: Request, plane: Plane, model_id: str):
     """Predict with a ready model from named ``instances`` or positional ``rows``.
 
     The body is decoded and checked by hand (not by a pydantic model) to keep single-row
     predictions free of extra copies; it follows the PredictRequest schema.
     """
-    r = rt(request)
-    raw = await raw_json_body(request)
-    bundle = await r.cache.aget(model_id)
-    out = await run_sized(len(raw), _decode_and_predict, bundle, raw, r.settings.max_predict_rows)
-    return Response(orjson.dumps(out), media_type="application/json")
-
-
-def _decode_and_predict(bundle, raw: bytes, max_rows: int) -> dict:
-    return predict_payload(bundle, decode_json(raw), max_rows)
+    # the front door (api/fastpath.py) answers this path itself over the same data plane: this route is the
+    # OpenAPI contract
+    data, _ = await plane.apredict(model_id, await raw_json_body(request))
+    return Response(data, media_type="application/json")
 
 
 @router.post("/{model_id}/evaluate", response_model=EvaluateResponse, response_model_exclude_none=True,
@@ -244,4 +202,3 @@ def _align_label_types(y, classes):
     return y
 
 
-__all__ = ["router", "predict_payload", "ValidationError"]

@@ -41,7 +41,7 @@ class ModelBundle:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for k in ("_index", "_names", "_fast", "_plain_labels", "_v2_label_dt", "_v2_outputs"):
+        for k in ("_index", "_names", "_fast", "_plain_labels", "memo"):
             state.pop(k, None)
         return state
 
@@ -51,8 +51,9 @@ class ModelBundle:
 
     def _prepare(self) -> None:
         self._index = {f["name"]: i for i, f in enumerate(self.features)}
-        self._names = [f["name"] for f in self.features]
+        self._names = tuple(f["name"] for f in self.features)
         self._fast = bool(getattr(self.preprocessor, "all_numeric", False))
+        self.memo: dict = {}  # facts the serving layers derive once per loaded bundle (never pickled)
         classes = getattr(self.estimator, "classes_", None)
         # predicted labels are drawn from classes_: when none of them is a NumPy scalar, tolist() is JSON-ready
         self._plain_labels = classes is not None and not any(isinstance(v, np.generic)
@@ -80,8 +81,7 @@ class ModelBundle:
             except (TypeError, ValueError):
                 A = None
             if A is not None and A.ndim == 2 and A.shape[1] == len(self._names):
-                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: finite, nothing missing
-                    # (integers are converted to float64 by transform_matrix, which copies only then)
+                if json_numbers and A.dtype.kind in "fiu":  # plain JSON numbers: matrix_from_numbers, inline
                     return self.preprocessor.transform_matrix(A, finite=True, copy=False)
                 try:  # None (missing), booleans, numeric strings: the float conversion decides
                     A = np.array(A, dtype=np.float64) if A.dtype.kind != "O" else np.array(A.tolist(), dtype=np.float64)
@@ -92,9 +92,26 @@ class ModelBundle:
         cols = self.columns_from_rows(data) if field == "rows" else self.columns_from_instances(data)
         return self.preprocessor.transform(cols)
 
+    def matrix_from_numbers(self, A: np.ndarray) -> np.ndarray:
+        """The input matrix of an all-numeric model from a fresh array of plain JSON numbers (finite, nothing
+        missing), transformed in place (integers are converted to float64 by ``transform_matrix``, which copies
+        only then)."""
+        return self.preprocessor.transform_matrix(A, finite=True, copy=False)
+
     @property
-    def feature_names(self) -> list[str]:
-        return list(self._names)
+    def feature_names(self) -> tuple[str, ...]:
+        """The input features' names in model order."""
+        return self._names
+
+    @property
+    def feature_index(self) -> dict[str, int]:
+        """Feature name -> its position in model order."""
+        return self._index
+
+    @property
+    def numeric_only(self) -> bool:
+        """Every input feature is numeric: payloads may take the one-matrix fast path."""
+        return self._fast
 
     # -- request payload -> columns --------------------------------------------------------------
     def columns_from_instances(self, instances: list, loc_root: str = "instances") -> dict[str, np.ndarray]:
@@ -109,7 +126,7 @@ class ModelBundle:
                     raise invalid(["body", loc_root, i, key],
                                   f"unknown feature {key!r}; the model's features are: {', '.join(self.feature_names)}")
                 cols[key][i] = value
-        return {f["name"]: self._convert(f, cols[f["name"]], loc_root) for f in self.features}
+        return {f["name"]: self.convert_feature(f, cols[f["name"]], loc_root) for f in self.features}
 
     def columns_from_rows(self, rows: list, loc_root: str = "rows") -> dict[str, np.ndarray]:
         width = len(self.features)
@@ -120,7 +137,7 @@ class ModelBundle:
                 raise invalid(["body", loc_root, i],
                               f"row {i} has {len(r)} values, but the model has {width} features "
                               f"({', '.join(self.feature_names)})")
-        return {f["name"]: self._convert(f, [r[j] for r in rows], loc_root) for j, f in enumerate(self.features)}
+        return {f["name"]: self.convert_feature(f, [r[j] for r in rows], loc_root) for j, f in enumerate(self.features)}
 
     def columns_from_table(self, table_columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         missing = [f["name"] for f in self.features if f["name"] not in table_columns]
@@ -129,7 +146,7 @@ class ModelBundle:
         return {f["name"]: table_columns[f["name"]] for f in self.features}
 
     @staticmethod
-    def _convert(feature: dict, values: list, loc_root: str) -> np.ndarray:
+    def convert_feature(feature: dict, values: list, loc_root: str) -> np.ndarray:
         """One feature's values as the preprocessor's input; a 422 at ``["body", loc_root, row, feature]``."""
         name, typ = feature["name"], feature["type"]
         if typ == "datetime":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import orjson
@@ -27,6 +28,8 @@ DTYPES: dict[str, np.dtype] = {
     "UINT64": np.dtype("<u8"), "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
     "BYTES": np.dtype(object),
 }
+_F64 = DTYPES["FP64"]
+_REQUEST_FIELDS = frozenset({"id", "parameters", "inputs", "outputs"})
 
 
 class V2Error(ProblemError):
@@ -45,6 +48,7 @@ class Tensor:
     datatype: str
     shape: list[int]
     array: np.ndarray
+    plain: bool = False  # a fresh float64 array of JSON numbers: finite, nothing missing, ours to transform
 
 
 @dataclass
@@ -119,6 +123,10 @@ def _tensor_from_json(t: dict, blob: memoryview | None) -> Tensor:
         else:
             kind = dtype.kind
             quick = np.asarray(data)
+            if quick.dtype is _F64 and dtype is _F64:  # JSON numbers for an FP64 tensor: the array as it is
+                if quick.size != count:
+                    raise bad(f"input {name!r}: shape {shape} needs {count} elements but data has {quick.size}")
+                return Tensor(name, datatype, shape, quick.reshape(shape), True)
             if quick.dtype.kind in "iu" or (quick.dtype.kind == "f" and kind == "f"):
                 arr = quick.reshape(-1).astype(dtype)
                 if arr.size != count:
@@ -166,10 +174,9 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
         raise bad(f"the inference request is not valid JSON: {exc}") from None
     if not isinstance(req, dict):
         raise bad("the inference request must be a JSON object with 'inputs'")
-    unknown = set(req) - {"id", "parameters", "inputs", "outputs"}
-    if unknown:
-        raise bad(f"unknown field {sorted(unknown)[0]!r} in the inference request "
-                  "(allowed: id, parameters, inputs, outputs)")
+    if not req.keys() <= _REQUEST_FIELDS:
+        unknown = sorted(set(req) - _REQUEST_FIELDS)[0]
+        raise bad(f"unknown field {unknown!r} in the inference request (allowed: id, parameters, inputs, outputs)")
     params = req.get("parameters") or {}
     if not isinstance(params, dict):
         raise bad("'parameters' must be an object")
@@ -188,8 +195,7 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
         tensors.append(_tensor_from_json(t, blob))
     if offset != len(rest):
         raise bad(f"{len(rest) - offset} bytes of binary data are not claimed by any input's binary_data_size")
-    names = [t.name for t in tensors]
-    if len(set(names)) != len(names):
+    if len(tensors) > 1 and len({t.name for t in tensors}) != len(tensors):
         raise bad("input names must be unique")
     outputs = req.get("outputs")
     if outputs is not None:
@@ -205,17 +211,17 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
 
 
 # -- inputs -> model matrix ------------------------------------------------------------------------
-def _as_text(arr: np.ndarray) -> list:
+def as_text(arr: np.ndarray) -> list:
     return [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in arr.tolist()]
 
 
 def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndarray:
     if bundle.task == rl.TASK:  # states (BYTES or INT64 labels; FP64 vectors), not a feature matrix
         return rl.v2_input(bundle, tensors, max_rows)
-    names = bundle._names
-    index = bundle._index
+    names = bundle.feature_names
+    index = bundle.feature_index
     k = len(names)
-    fast = bundle._fast
+    fast = bundle.numeric_only
     if len(tensors) == 1 and tensors[0].name not in index:
         t = tensors[0]
         arr = t.array
@@ -224,13 +230,15 @@ def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndar
                       f"(columns in the model's feature order: {', '.join(names)}), or send one tensor per "
                       "feature named by the feature")
         n = arr.shape[0]
-        _check_rows(n, max_rows)
+        check_rows(n, max_rows)
+        if fast and t.plain:  # as /v1 treats plain JSON numbers
+            return bundle.matrix_from_numbers(arr)
         if fast and t.datatype != "BYTES":
             A = np.array(arr, dtype=np.float64, order="C")  # a copy the transform may work in
             if np.isinf(A).any():
                 raise bad(f"input {t.name!r}: values must be finite (NaN means missing)")
             return bundle.preprocessor.transform_matrix(A, copy=False)
-        rows = [_as_text(r) for r in arr] if t.datatype == "BYTES" else arr.tolist()
+        rows = [as_text(r) for r in arr] if t.datatype == "BYTES" else arr.tolist()
         return bundle.preprocessor.transform(bundle.columns_from_rows(rows, loc_root=t.name))
     n = None
     by_name: dict[str, Tensor] = {}
@@ -246,7 +254,7 @@ def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndar
         elif arr.shape[0] != n:
             raise bad(f"input {t.name!r} has {arr.shape[0]} rows but other inputs have {n}")
         by_name[t.name] = t
-    _check_rows(n, max_rows)
+    check_rows(n, max_rows)
     if fast and all(t.datatype != "BYTES" for t in by_name.values()):
         A = np.full((n, k), np.nan)
         for name, t in by_name.items():
@@ -257,13 +265,13 @@ def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndar
     cols = {}
     for f in bundle.features:
         t = by_name.get(f["name"])
-        values = [None] * n if t is None else (_as_text(t.array.reshape(-1)) if t.datatype == "BYTES"
+        values = [None] * n if t is None else (as_text(t.array.reshape(-1)) if t.datatype == "BYTES"
                                                else t.array.reshape(-1).tolist())
-        cols[f["name"]] = bundle._convert(f, values, "inputs")
+        cols[f["name"]] = bundle.convert_feature(f, values, "inputs")
     return bundle.preprocessor.transform(cols)
 
 
-def _check_rows(n: int, max_rows: int) -> None:
+def check_rows(n: int, max_rows: int) -> None:
     if n == 0:
         raise bad("the inputs hold no rows")
     if n > max_rows:
@@ -334,7 +342,7 @@ def run_inference(bundle, X: np.ndarray, wanted: list[str]) -> dict[str, tuple[s
             labels = est.classes_[np.argmax(proba, axis=1)] if "predict_proba" in want else est.predict(X)
             py = np.asarray(labels).tolist()
             dt = label_datatype(list(bundle.classes or py))
-            out["predict"] = (dt, _typed(py, dt))
+            out["predict"] = (dt, typed(py, dt))
     elif bundle.task == "regression":
         if "predict_std" in want:
             mean, std = est.predict(X, return_std=True)
@@ -359,7 +367,7 @@ def run_inference(bundle, X: np.ndarray, wanted: list[str]) -> dict[str, tuple[s
     return {k: out[k] for k in wanted if k in out}
 
 
-def _typed(values: list, datatype: str) -> np.ndarray:
+def typed(values: list, datatype: str) -> np.ndarray:
     if datatype == "BYTES":
         return np.array([str(v) for v in values], dtype=object)
     return np.asarray(values, dtype=DTYPES[datatype])
@@ -393,13 +401,21 @@ def encode_response(model_name: str, request_id: str | None, results: dict[str, 
     return data + b"".join(blobs), len(data)
 
 
-# -- one inference request, for the route and the front door alike ------------------------------------
+# -- one inference request (DataPlane.infer) ------------------------------------------------------------
 _PLANE = {"predict": "predictions", "predict_proba": "probabilities", "predict_std": "std"}
 
 
+def _label_datatype(bundle, values: list) -> str:
+    dt = bundle.memo.get("v2_label_dt")
+    if dt is None:
+        dt = bundle.memo["v2_label_dt"] = label_datatype(list(bundle.classes or values))
+    return dt
+
+
 def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
-    """The outputs through ``ModelBundle.predict_matrix``, the code that answers ``/v1`` predict (the same
-    numbers by construction), for classification and regression; None for outputs only ``run_inference`` has."""
+    """name -> (datatype, shape, flat Python list) through ``ModelBundle.predict_matrix``, the code that answers
+    ``/v1`` predict (the same numbers by construction), for classification and regression; None for outputs
+    only ``run_inference`` has."""
     if bundle.task not in ("classification", "regression") or not set(wanted) <= _PLANE.keys():
         return None
     proba, std = "predict_proba" in wanted, "predict_std" in wanted
@@ -409,14 +425,35 @@ def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
     results = {}
     for name in wanted:
         values = out[_PLANE[name]]
-        if name == "predict" and bundle.task == "classification":
-            dt = bundle.__dict__.get("_v2_label_dt")
-            if dt is None:
-                dt = bundle._v2_label_dt = label_datatype(list(bundle.classes or values))
-            results[name] = (dt, _typed(values, dt))
-        else:
-            results[name] = ("FP64", np.asarray(values, dtype=np.float64))
+        if name == "predict_proba":
+            k = len(values[0]) if values else 0
+            results[name] = ("FP64", [len(values), k], list(chain.from_iterable(values)))
+        elif name == "predict" and bundle.task == "classification":
+            dt = _label_datatype(bundle, values)
+            if dt == "BYTES":  # as typed(): text
+                values = [v if type(v) is str else str(v) for v in values]
+            elif dt == "FP64":
+                values = [float(v) for v in values]
+            results[name] = (dt, [len(values)], values)
+        else:  # regression: floats already
+            results[name] = ("FP64", [len(values)], values)
     return results
+
+
+def _encode_json(model_name: str, request_id: str | None, results: dict, extra: dict) -> bytes:
+    """``encode_response`` of JSON outputs given as flat lists: the same bytes without the arrays."""
+    outputs = []
+    for name, (datatype, shape, data) in results.items():
+        o = {"name": name, "datatype": datatype, "shape": shape, "data": data}
+        params = extra.get(name)
+        if params:
+            o["parameters"] = params
+        outputs.append(o)
+    head = {"model_name": model_name, "model_version": "1", "outputs": outputs}
+    if request_id is not None:
+        head["id"] = request_id
+    return orjson.dumps(head)
+
 
 def resolve_model(meta, model_name: str) -> dict:
     """The model record for an id or a unique name."""
@@ -433,17 +470,118 @@ def resolve_model(meta, model_name: str) -> dict:
     return found[0]
 
 
+def _outputs_of(bundle) -> list[str]:
+    """The names of the outputs a loaded bundle offers (once per bundle: ``bundle.memo``)."""
+    available = bundle.memo.get("v2_outputs")
+    if available is None:
+        caps = bundle_capabilities(bundle)
+        available = bundle.memo["v2_outputs"] = [o["name"] for o in available_outputs(bundle.task, caps,
+                                                                                       bundle.classes)]
+    return available
+
+
+_TENSOR_FIELDS = frozenset({"name", "shape", "datatype", "data"})
+
+
+def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None,
+                 max_rows: int) -> tuple[bytes, int | None, int] | None:
+    """The common request answered without the general decoding: one FP64 tensor of shape [n, k], as JSON numbers
+    or as binary tensor data, for an all-numeric classifier or regressor, JSON outputs among ``predict``,
+    ``predict_proba`` and ``predict_std``, no other parameters. The same checks and answer as the general path
+    (which a request that is not exactly this goes to, and which words the errors); None when it is not such a
+    request."""
+    if not bundle.numeric_only or bundle.task not in ("classification", "regression"):
+        return None
+    head, blob = body, None
+    if header_length is not None:
+        try:
+            hlen = int(header_length)
+        except ValueError:
+            return None
+        if not 0 < hlen <= len(body):
+            return None
+        head, blob = body[:hlen], memoryview(body)[hlen:]
+    try:
+        req = orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return None
+    if type(req) is not dict or not req.keys() <= _REQUEST_FIELDS or "parameters" in req:
+        return None
+    inputs, rid = req.get("inputs"), req.get("id")
+    if type(inputs) is not list or len(inputs) != 1 or (rid is not None and type(rid) is not str):
+        return None
+    t = inputs[0]
+    if type(t) is not dict or t.get("datatype") != "FP64":
+        return None
+    if blob is None:
+        if t.keys() != _TENSOR_FIELDS:
+            return None
+        data = t["data"]
+    else:
+        params = t.get("parameters")
+        if (t.keys() != _BINARY_TENSOR_FIELDS or type(params) is not dict or params.keys() != _SIZE_ONLY
+                or params["binary_data_size"] != len(blob)):
+            return None
+        data = blob
+    shape, name = t["shape"], t["name"]
+    k = len(bundle.feature_names)
+    if (type(shape) is not list or len(shape) != 2 or type(shape[0]) is not int or shape[1] != k
+            or type(shape[1]) is not int or shape[0] <= 0 or shape[0] > max_rows
+            or type(name) is not str or not name or name in bundle.feature_index):
+        return None
+    outputs = req.get("outputs")
+    available = _outputs_of(bundle)
+    if outputs is None:
+        wanted = available
+    else:
+        if type(outputs) is not list:
+            return None
+        wanted = []
+        for o in outputs:
+            if type(o) is not dict or o.keys() != _NAME_ONLY or o["name"] not in available:
+                return None
+            wanted.append(o["name"])
+    if not set(wanted) <= _PLANE.keys():
+        return None
+    if blob is None:
+        if type(data) is not list:
+            return None
+        A = np.asarray(data)
+        if A.dtype is not _F64 or A.size != shape[0] * k:
+            return None
+        X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
+    else:
+        if len(blob) != shape[0] * k * 8:
+            return None
+        A = np.frombuffer(blob, dtype=_F64).reshape(shape).copy()  # a copy the transform may work in
+        if np.isinf(A).any():
+            return None
+        X = bundle.preprocessor.transform_matrix(A, copy=False)  # NaN: missing
+    results = _shared_plane(bundle, X, wanted)
+    if results is None:
+        return None
+    extra = {}
+    if "predict_proba" in wanted and bundle.classes is not None:
+        extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
+    return _encode_json(model_name, rid, results, extra), None, shape[0]
+
+
+_NAME_ONLY = frozenset({"name"})
+_BINARY_TENSOR_FIELDS = frozenset({"name", "shape", "datatype", "parameters"})
+_SIZE_ONLY = frozenset({"binary_data_size"})
+
+
 def infer(bundle, model_name: str, body: bytes, header_length: str | None,
           max_rows: int) -> tuple[bytes, int | None, int]:
     """Answer one inference request: (body, JSON header length when binary outputs follow, rows predicted)."""
+    answer = _infer_plain(bundle, model_name, body, header_length, max_rows)
+    if answer is not None:
+        return answer
     req = parse_infer_request(body, header_length)
-    available = bundle.__dict__.get("_v2_outputs")
-    if available is None:  # once per loaded bundle (not pickled: ModelBundle.__getstate__)
-        caps = bundle_capabilities(bundle)
-        available = bundle._v2_outputs = [o["name"] for o in available_outputs(bundle.task, caps, bundle.classes)]
+    available = _outputs_of(bundle)
     if req.outputs is None:
         wanted = available
-        binary = dict.fromkeys(wanted, req.binary_output)
+        binary = dict.fromkeys(wanted, req.binary_output) if req.binary_output else None
     else:
         wanted, binary = [], {}
         for o in req.outputs:
@@ -451,13 +589,51 @@ def infer(bundle, model_name: str, body: bytes, header_length: str | None,
                 raise V2Error(f"unknown output {o['name']!r}: this model's outputs are {', '.join(available)}")
             wanted.append(o["name"])
             binary[o["name"]] = bool((o.get("parameters") or {}).get("binary_data", req.binary_output))
+        if not any(binary.values()):
+            binary = None
     X = matrix_from_tensors(bundle, req.inputs, max_rows)
-    results = _shared_plane(bundle, X, wanted)
-    if results is None:
-        results = run_inference(bundle, X, wanted)
     extra = {}
-    if "predict_proba" in results and bundle.classes is not None:
+    if "predict_proba" in wanted and bundle.classes is not None:
         extra["predict_proba"] = {"classes": orjson.dumps(bundle.classes).decode()}
-    n = next(iter(results.values()))[1].shape[0] if results else 0
-    data, json_len = encode_response(model_name, req.id, results, binary, extra)
+    flat = _shared_plane(bundle, X, wanted)
+    if flat is not None:
+        n = flat[wanted[0]][1][0] if wanted else 0
+        if binary is None:
+            return _encode_json(model_name, req.id, flat, extra), None, n
+        results = {name: (dt, typed(data, dt).reshape(shape)) for name, (dt, shape, data) in flat.items()}
+    else:
+        results = run_inference(bundle, X, wanted)
+        n = next(iter(results.values()))[1].shape[0] if results else 0
+    data, json_len = encode_response(model_name, req.id, results, binary or {}, extra)
     return data, json_len, n
+
+
+def model_metadata(model_name: str, record: dict, bundle) -> dict:
+    """V2 model metadata of a model record (``bundle``: its loaded bundle when it is ready, else None)."""
+    from core import registry
+
+    features = record.get("features") or []
+    numeric = "FP64"
+    if record["task"] == rl.TASK and record["algorithm"] not in rl.MATRIX_INPUT:
+        numeric = "INT64"  # states are labels: BYTES, or INT64 when the state column is numeric
+    inputs = [{"name": f["name"], "datatype": "BYTES" if f.get("type") == "categorical" else numeric,
+               "shape": [-1]} for f in features]
+    n_components = None
+    if bundle is not None:
+        caps = bundle_capabilities(bundle)
+        comp = getattr(bundle.estimator, "components_", None)
+        n_components = int(comp.shape[0]) if comp is not None and getattr(comp, "ndim", 0) == 2 else None
+    else:
+        try:
+            cls = registry.get(record["algorithm"])
+            caps = dict(cls.capabilities(), score_samples=callable(getattr(cls, "score_samples", None)))
+        except Exception:  # noqa: BLE001 - an unknown algorithm only loses the optional outputs
+            caps = {}
+    classes = record.get("classes")
+    params = {"id": record["id"], "model_name": record["name"], "algorithm": record["algorithm"],
+              "task": record["task"], "status": record["status"],
+              "input_matrix": f"alternatively one tensor of shape [-1, {len(features)}] in input order"}
+    if classes is not None:
+        params["classes"] = orjson.dumps(classes).decode()
+    return {"name": model_name, "versions": ["1"], "platform": "orchard", "inputs": inputs,
+            "outputs": available_outputs(record["task"], caps, classes, n_components), "parameters": params}

@@ -147,7 +147,7 @@ def v2_outputs(bundle) -> list[dict]:
 
 def v2_input(bundle, tensors, max_rows: int):
     """States from one tensor (BYTES or INT64 states of shape [n] / [n, 1]; FP64 [n, k] state vectors)."""
-    from .oip import _as_text, _check_rows, bad
+    from .oip import as_text, bad, check_rows
 
     names = [f["name"] for f in bundle.features]
     if bundle.algorithm in MATRIX_INPUT:
@@ -165,7 +165,7 @@ def v2_input(bundle, tensors, max_rows: int):
                 raise bad(f"inputs are the state columns {', '.join(names)} (one tensor each), or one tensor "
                           f"of shape [n, {len(names)}]")
             A = np.column_stack([by[n].array.reshape(-1).astype(np.float64) for n in names])
-        _check_rows(A.shape[0], max_rows)
+        check_rows(A.shape[0], max_rows)
         if not np.isfinite(A).all():
             raise bad("state values must be finite")
         return A
@@ -176,14 +176,14 @@ def v2_input(bundle, tensors, max_rows: int):
     if not (arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 1)):
         raise bad(f"input {t.name!r} has shape {t.shape}; states have shape [n] or [n, 1]")
     flat = arr.reshape(-1)
-    _check_rows(len(flat), max_rows)
+    check_rows(len(flat), max_rows)
     values = np.empty(len(flat), dtype=object)
-    values[:] = _as_text(flat) if t.datatype == "BYTES" else flat.tolist()
+    values[:] = as_text(flat) if t.datatype == "BYTES" else flat.tolist()
     return {names[0]: values}
 
 
 def v2_run(bundle, X, wanted: list[str]) -> dict[str, tuple[str, np.ndarray]]:
-    from .oip import _typed, bad, label_datatype
+    from .oip import bad, label_datatype, typed
 
     est = bundle.estimator
     try:
@@ -196,7 +196,7 @@ def v2_run(bundle, X, wanted: list[str]) -> dict[str, tuple[str, np.ndarray]]:
             if any(v is None for v in labels):
                 dt = "BYTES"
                 labels = ["" if v is None else v for v in labels]
-            out["predict"] = (dt, _typed(labels, dt))
+            out["predict"] = (dt, typed(labels, dt))
         if "value" in wanted:
             out["value"] = ("FP64", np.asarray(est.predict_value(X), dtype=np.float64))
         if "q_values" in wanted:

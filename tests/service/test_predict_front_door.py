@@ -245,3 +245,116 @@ def test_v2_infer_through_the_front_door_matches_v1_with_its_own_errors_and_metr
     head = orjson.loads(b.content[:head_len])
     proba = next(o for o in head["outputs"] if o["name"] == "predict_proba")
     assert proba["parameters"]["binary_data_size"] == 2 * 3 * 8
+
+
+def test_front_door_guards_refuse_before_the_body_in_each_protocols_shape(client, model):
+    """Guards given to the front door run in order before the body is read; a ProblemError is answered as
+    problem+json on /v1 and {"error"} on /v2, a Response as it is, each with the request id, and recorded."""
+    from starlette.responses import PlainTextResponse
+
+    from service.errors import ProblemError
+
+    seen = []
+
+    def count(scope):
+        seen.append(scope["path"])
+
+    def refuse(scope):
+        if dict(scope["headers"]).get(b"x-key") != b"ok":
+            return ProblemError("a key is needed", status=401, title="Unauthorized")
+        return None
+
+    def teapot(scope):
+        return PlainTextResponse("no", status_code=418) if b"teapot" in scope["path"].encode() else None
+
+    front = client.app.predict_front_door
+    front.guards = (count, refuse, teapot)
+    row = {"rows": [[5.1, 3.5, 1.4, 0.2]]}
+    tensor = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": row["rows"][0]}]}
+    v1 = client.post(f"/v1/models/{model}/predict", content=b"{not even json", headers={"X-Request-ID": "g1"})
+    v2 = client.post(f"/v2/models/{model}/infer", content=b"{not even json", headers={"X-Request-ID": "g2"})
+    assert_problem(v1, 401, "a key is needed") and v1.headers["x-request-id"] == "g1"  # before the body's errors
+    assert v2.status_code == 401 and v2.json() == {"error": "a key is needed"} and v2.headers["x-request-id"] == "g2"
+    ok = client.post(f"/v1/models/{model}/predict", json=row, headers={"x-key": "ok"})
+    ok2 = client.post(f"/v2/models/{model}/infer", json=tensor, headers={"x-key": "ok"})
+    tea = client.post("/v1/models/teapot/predict", json=row, headers={"x-key": "ok"})
+    assert ok.status_code == 200 and ok2.status_code == 200
+    assert tea.status_code == 418 and tea.text == "no" and len(tea.headers["x-request-id"]) == 32
+    assert len(seen) == 5  # every guard ran for every request until one refused
+    m = scrape(client)
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "401")))] == 1
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", V2_ROUTE), ("status", "401")))] == 1
+    assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "418")))] == 1
+
+
+def test_v2_common_requests_answer_as_the_general_path_byte_for_byte(client, model, monkeypatch):
+    """The shortcut for one FP64 [n, k] tensor (JSON or binary) gives the general path's bytes, and requests it
+    does not take (missing values, infinities, other shapes, parameters) still get the general path's answer."""
+    import struct
+
+    from service.services import oip
+
+    plane = client.app.state.runtime.plane
+    bundle = plane.model(model)
+    rows = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [1e300, -3.0, 0.0, 7.5]]
+    flat = [v for r in rows for v in r]
+
+    def binary(values, outputs=None, shape=(3, 4)):
+        head = {"inputs": [{"name": "m", "shape": list(shape), "datatype": "FP64",
+                            "parameters": {"binary_data_size": 8 * len(values)}}]}
+        if outputs is not None:
+            head["outputs"] = outputs
+        h = orjson.dumps(head)
+        return h + struct.pack(f"<{len(values)}d", *values), str(len(h))
+
+    cases = [(orjson.dumps({"inputs": [{"name": "m", "shape": [3, 4], "datatype": "FP64", "data": flat}]}), None),
+             (orjson.dumps({"id": "r1", "inputs": [{"name": "m", "shape": [3, 4], "datatype": "FP64", "data": rows}],
+                            "outputs": [{"name": "predict_proba"}, {"name": "predict"}]}), None),
+             (orjson.dumps({"inputs": [{"name": "m", "shape": [3, 4], "datatype": "FP64", "data": [1, 2, 3, 4] * 3}]}),
+              None),  # integers: the general path
+             (orjson.dumps({"inputs": [{"name": "m", "shape": [2, 4], "datatype": "FP64", "data": flat}]}), None),
+             (orjson.dumps({"inputs": [{"name": "m", "shape": [3, 4], "datatype": "FP64", "data": flat}],
+                            "parameters": {"binary_data_output": True}}), None),
+             binary(flat), binary(flat, [{"name": "predict"}]), binary([float("nan")] + flat[1:]),
+             binary([float("inf")] + flat[1:]), binary(flat, shape=(4, 3))]
+    shortcut = oip._infer_plain
+
+    def answer(body, hlen, plain):
+        monkeypatch.setattr(oip, "_infer_plain", plain)
+        try:
+            return plane.infer(bundle, "m", body, hlen)
+        except oip.V2Error as exc:
+            return exc.detail
+
+    taken = 0
+    for body, hlen in cases:
+        taken += shortcut(bundle, "m", body, hlen, 10**6) is not None
+        fast, slow = answer(body, hlen, shortcut), answer(body, hlen, lambda *a: None)
+        assert fast == slow, (body[:120], fast, slow)
+    assert taken == 5  # the first two, and the first three binary ones (NaN: a missing value, both ways)
+
+
+def test_large_v1_bodies_in_pieces_answer_as_when_decoded_whole(client, model):
+    """A body over the inline size is decoded in pieces (chunked_rows): the same answer, byte for byte, as the
+    whole-body decoding, and the same errors."""
+    from service.services.dataplane import predict_payload
+
+    plane = client.app.state.runtime.plane
+    bundle = plane.model(model)
+    rng = np.random.default_rng(3)
+    X = rng.normal(loc=4, scale=2, size=(3000, 4))
+    for body in ({"rows": X.tolist(), "return_proba": True},
+                 {"instances": [dict(zip(bundle.feature_names, r, strict=True)) for r in X.tolist()]},
+                 {"rows": rng.integers(-5, 15, size=(9000, 4)).tolist()}):
+        raw = orjson.dumps(body)
+        assert len(raw) > 64 * 1024
+        data, n = plane.predict(bundle, raw)
+        assert n == len(body.get("rows") or body.get("instances"))
+        assert data == orjson.dumps(predict_payload(bundle, orjson.loads(raw), 10**6))
+    too_many = client.app.state.runtime.plane
+    too_many.max_rows, saved = 100, too_many.max_rows
+    try:
+        r = client.post(f"/v1/models/{model}/predict", content=orjson.dumps({"rows": X.tolist()}))
+    finally:
+        too_many.max_rows = saved
+    assert_problem(r, 422, "at most 100 rows")

@@ -1,0 +1,104 @@
+"""Request bodies and their size limit (``ORCHARD_MAX_BODY_BYTES``): the one place that reads them.
+
+``read_body`` reads a whole body under the limit (declared ``Content-Length`` and streamed size alike) and joins
+its chunks once; the predict front door (api/fastpath.py) calls it. ``BodyLimit`` is the middleware that applies
+the same limit, with the same checks and messages, to every other route, whose bodies Starlette reads.
+"""
+
+from __future__ import annotations
+
+from ..errors import TooLarge, problem_response, v2_error_response
+
+
+def check_declared(declared: bytes | None, limit: int) -> None:
+    """413 (``TooLarge``) when a ``Content-Length`` header value announces more than ``limit`` bytes."""
+    if declared is None:
+        return
+    try:
+        n = int(declared)
+    except ValueError:
+        return  # not a number: the server's HTTP parser refused it already, or the streamed size decides
+    if n > limit:
+        raise TooLarge(f"the body ({n} bytes) exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+
+
+def streamed_too_large(limit: int) -> TooLarge:
+    return TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+
+
+async def read_body(receive, limit: int, *, join: bool = True) -> bytes | Body | None:
+    """The whole body (chunks joined once: never ``body += chunk``, quadratic), or None when the client went
+    away before sending it. Raises ``TooLarge`` past ``limit`` bytes (the declared length is the caller's
+    ``check_declared``, done before anything is read). ``join=False``: a body that came in several chunks is
+    returned as a ``Body`` to join later, e.g. on a worker thread (joining megabytes takes milliseconds)."""
+    msg = await receive()
+    if msg["type"] == "http.disconnect":
+        return None
+    body = msg.get("body", b"")
+    if msg.get("more_body", False):
+        chunks, size = [body], len(body)
+        while msg.get("more_body", False):
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return None
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise streamed_too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks) if join else Body(chunks, size)
+    if len(body) > limit:
+        raise streamed_too_large(limit)
+    return body
+
+
+class Body:
+    """A body received in chunks, not joined yet: ``len()`` is its size, ``join()`` its bytes."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks: list[bytes], size: int):
+        self.chunks, self.size = chunks, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def join(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class BodyLimit:
+    """Pure ASGI middleware: 413 for bodies over the limit (declared or streamed) on every routed request."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = self.limit
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    check_declared(v, limit)
+                except TooLarge as exc:
+                    path = scope.get("path", "")
+                    if path == "/v2" or path.startswith("/v2/"):
+                        resp = v2_error_response(413, exc.detail)
+                    else:
+                        resp = problem_response(413, exc.title, exc.detail)
+                    return await resp(scope, receive, send)
+                break
+        seen = 0
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise streamed_too_large(limit)
+            return message
+
+        return await self.app(scope, limited_receive, send)
