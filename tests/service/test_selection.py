@@ -272,6 +272,96 @@ def test_automl_stops_trials_at_the_time_budget(client):
     assert res["n_trials"] < len(res["leaderboard"]) + len(res["not_evaluated"]) + len(res["failed"]) + 10
 
 
+def test_automl_skips_kernel_methods_past_their_row_budget(client):
+    from service.services.selection import AUTOML_GRIDS, ROW_BUDGET, automl_plan
+
+    rng = np.random.default_rng(0)
+    n = ROW_BUDGET["svm_classifier"] + 1
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0, "a", "b")
+    ds = upload_csv(client, _csv(X, y, ["u", "v"])).json()["id"]
+    job = _run(client, "/v1/automl", {"dataset_id": ds, "target": "y", "folds": 2, "random_state": 0,
+                                      "time_budget_s": 120, "algorithms": ["gaussian_nb", "svm_classifier"]})
+    res = job["result"]
+    assert [s["algorithm"] for s in res["skipped"]] == ["svm_classifier"]
+    assert "row" in res["skipped"][0]["reason"] and str(n) in res["skipped"][0]["reason"]
+    assert [r["algorithm"] for r in res["leaderboard"]] == ["gaussian_nb"]
+    assert res["n_trials"] == 1  # gaussian_nb only: no svm candidate was queued
+    # the budget's edge, on the plan itself: at the budget it is tried, one row more it is skipped
+    cols = [{"name": "u", "type": "numeric", "summary": {"min": -1.0}}]
+    for name, budget in ROW_BUDGET.items():
+        task = "regression" if "regress" in name else "classification"
+        at, _ = automl_plan(task, [name], budget, cols)
+        past, skipped = automl_plan(task, [name], budget + 1, cols)
+        assert at and not past and skipped[0]["algorithm"] == name, name
+    # on a large table exactly the plan's kernel methods are skipped
+    nonneg = [{"name": "u", "type": "numeric", "summary": {"min": 0.0}}]
+    for task in ("classification", "regression"):
+        big, skipped = automl_plan(task, None, 10**7, nonneg)
+        names = {s["algorithm"] for s in skipped}
+        assert names == {a for a, _ in AUTOML_GRIDS[task] if a in ROW_BUDGET} and names
+        assert not names & {c["algorithm"] for c in big}
+
+
+def test_automl_skips_multinomial_nb_on_negative_values_only(client):
+    from service.services.selection import automl_plan
+
+    pos = [{"name": "u", "type": "numeric", "summary": {"min": 0.0}},
+           {"name": "c", "type": "categorical", "summary": {}}]
+    neg = [*pos, {"name": "w", "type": "numeric", "summary": {"min": -0.5}}]
+    cands, skipped = automl_plan("classification", ["multinomial_nb", "gaussian_nb"], 100, pos)
+    assert {c["algorithm"] for c in cands} == {"multinomial_nb", "gaussian_nb"} and not skipped
+    cands, skipped = automl_plan("classification", ["multinomial_nb", "gaussian_nb"], 100, neg)
+    assert {c["algorithm"] for c in cands} == {"gaussian_nb"}
+    assert skipped == [{"algorithm": "multinomial_nb", "reason": skipped[0]["reason"]}] and "w" in skipped[0]["reason"]
+    # through the API, counts (non-negative) keep it in the leaderboard
+    from sklearn.datasets import load_iris
+
+    d = load_iris()
+    ds = upload_csv(client, _csv(d.data, d.target_names[d.target], ["a", "b", "c", "d"], target="s")).json()["id"]
+    res = _run(client, "/v1/automl", {"dataset_id": ds, "target": "s", "folds": 3, "random_state": 0,
+                                      "time_budget_s": 120, "algorithms": ["multinomial_nb"]})["result"]
+    assert res["skipped"] == [] and [r["algorithm"] for r in res["leaderboard"]] == ["multinomial_nb"]
+
+
+@pytest.mark.slow
+def test_automl_time_budget_is_respected_within_ten_percent(tmp_path):
+    """Many candidates, a budget they cannot all use: the job (claimed -> finished, the refit included) ends
+    within 1.1 x time_budget_s, and the trials did use the budget (generous lower bound)."""
+    from sklearn.datasets import make_classification
+
+    budget = 20.0
+    X, y = make_classification(3000, 20, n_informative=8, random_state=0)
+    settings = Settings(data_dir=tmp_path / "d", workers=2, secret_key="s", job_poll_interval=0.05)
+    with TestClient(create_app(settings)) as c:
+        q = c.app.state.runtime.queue
+        deadline = time.monotonic() + 120
+        while not all(slot.ready for slot in q._slots):
+            assert time.monotonic() < deadline, "the pool did not start"
+            time.sleep(0.05)
+        ds = upload_csv(c, _csv(X, np.where(y == 1, "p", "n"), [f"x{j}" for j in range(20)])).json()["id"]
+        job = _run(c, "/v1/automl", {"dataset_id": ds, "target": "y", "folds": 5, "random_state": 0,
+                                     "time_budget_s": budget}, timeout=300)
+        meta = c.app.state.runtime.meta
+        rec = meta.get_job(job["id"])
+
+        def since(t):
+            return None if t is None else round((t.replace(tzinfo=None) - t0).total_seconds(), 2)
+
+        t0 = rec["started_at"].replace(tzinfo=None)
+        # the trials' timeline (seconds since the job started), shown if the bound fails
+        timeline = sorted(((since(r.started_at) or -1.0), since(r.finished_at), r.status, r.payload["algorithm"],
+                           r.worker) for r in _children(meta, job["id"]))
+    res = job["result"]
+    elapsed = (rec["finished_at"] - rec["started_at"]).total_seconds()
+    assert elapsed <= 1.1 * budget, (elapsed, res, timeline)
+    assert res["elapsed_s"] <= 1.1 * budget
+    assert res["not_evaluated"], res  # many candidates: not all of them fitted in the budget...
+    assert res["search_s"] >= 0.5 * budget  # ...and the trials used it
+    assert res["refitted"]["within_budget"] and res["best_model_id"], (res, timeline)
+    assert len(res["leaderboard"]) >= 2
+
+
 # ------------------------------------------------------------------------------------------------
 # bad input: 422 before anything is queued
 # ------------------------------------------------------------------------------------------------
@@ -327,7 +417,8 @@ def _children(meta, parent_id):
     from service.storage.metadata import jobs
 
     with meta.engine.connect() as conn:
-        rows = conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.payload, jobs.c.worker)
+        rows = conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.payload, jobs.c.worker, jobs.c.started_at,
+                                   jobs.c.finished_at)
                             .where(jobs.c.kind == "trial")).all()
     return [r for r in rows if r.payload["parent_id"] == parent_id]
 
