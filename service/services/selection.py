@@ -9,6 +9,7 @@ training rows of the fold only (``training._fit_bundle``), never on rows of the 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -119,6 +120,7 @@ def fit_score(data: TaskData, cls, params: dict, features: list[str], train: np.
 
 _FOLDS: OrderedDict = OrderedDict()  # (data, preprocessing, fold rows) -> (preprocessor, X train, X test)
 _FOLDS_MAX = 12
+_FOLDS_LOCK = threading.Lock()
 _FOLDS_MAX_BYTES = 512 << 20
 
 
@@ -133,19 +135,22 @@ def _fold_matrices(data: TaskData, cls, feats: list[dict], cols: dict, train: np
     key = (data.dataset_id, data.target, data.task, tuple(f["name"] for f in feats), pre.scale, pre.scale_method,
            pre.impute, pre.native_missing, pre.native_categorical, len(train), hash(train.tobytes()), len(test),
            hash(test.tobytes()))
-    hit = _FOLDS.get(key)
+    with _FOLDS_LOCK:
+        hit = _FOLDS.get(key)
+        if hit is not None:
+            _FOLDS.move_to_end(key)
     if hit is not None and np.array_equal(hit[3], train) and np.array_equal(hit[4], test):
-        _FOLDS.move_to_end(key)
         return hit[0], hit[1], hit[2], time.perf_counter() - t0
     types = {f["name"]: f["type"] for f in feats}
     sub = {k: v[train] for k, v in cols.items()}
     pre.fit(sub, types)
     Xtr = pre.transform(sub)
     Xte = pre.transform({k: v[test] for k, v in cols.items()})
-    _FOLDS[key] = (pre, Xtr, Xte, train.copy(), test.copy())
-    while len(_FOLDS) > _FOLDS_MAX or (len(_FOLDS) > 1 and sum(
-            v[1].nbytes + v[2].nbytes for v in _FOLDS.values()) > _FOLDS_MAX_BYTES):
-        _FOLDS.popitem(last=False)
+    with _FOLDS_LOCK:  # threads of the embedded queue without worker processes share it
+        _FOLDS[key] = (pre, Xtr, Xte, train.copy(), test.copy())
+        while len(_FOLDS) > _FOLDS_MAX or (len(_FOLDS) > 1 and sum(
+                v[1].nbytes + v[2].nbytes for v in _FOLDS.values()) > _FOLDS_MAX_BYTES):
+            _FOLDS.popitem(last=False)
     return pre, Xtr, Xte, time.perf_counter() - t0
 
 
