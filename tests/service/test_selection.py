@@ -102,6 +102,31 @@ def test_results_persist_across_a_restart_and_stream_over_sse(settings):
         assert again["status"] == "succeeded" and again["result"] == job["result"]
 
 
+def test_progress_per_trial_streams_over_sse(client):
+    """The parent's progress moves trial by trial ("trials=k/n" in its message) and the SSE stream carries it."""
+    import json
+
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    ds = upload_csv(client, _csv(X, y, [f"f{j}" for j in range(X.shape[1])])).json()["id"]
+    job = _submit(client, "/v1/tune", {"algorithm": "random_forest_classifier",
+                                       "params": {"n_estimators": 60, "random_state": 0},
+                                       "space": {"max_depth": [3, 5, 8, None]}, "dataset_id": ds, "target": "y",
+                                       "folds": 3, "random_state": 0, "refit": False})
+    seen = []
+    with client.stream("GET", f"/v1/jobs/{job['id']}/events", params={"interval": 0.05}) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                seen.append(json.loads(line[5:]))
+    running = [e for e in seen if e.get("status") == "running" and "trials=" in (e.get("message") or "")]
+    assert len({e["progress"] for e in running}) >= 2, seen  # several steps, not one jump to the end
+    done = [int(e["message"].split("trials=")[1].split("/")[0]) for e in running]
+    assert done == sorted(done) and all(0 <= e["progress"] <= 1 for e in running)
+    assert any(0 < e["progress"] < 1 for e in running)
+    assert seen[-1]["status"] == "succeeded" and seen[-1]["progress"] == 1.0
+
+
 # ------------------------------------------------------------------------------------------------
 # compare: paired t-test = scipy.stats.ttest_rel, corrected resampled t-test decides
 # ------------------------------------------------------------------------------------------------
