@@ -86,6 +86,48 @@ def test_cross_validate_matches_sklearn_pipeline_and_a_leaky_scaler_would_differ
     assert np.max(np.abs(np.asarray(leaky) - res["metrics"]["r2"]["per_fold"])) > 1e-4
 
 
+def test_a_folds_kept_preprocessing_gives_the_scores_of_a_fresh_one(monkeypatch):
+    """fit_score keeps a fold's preprocessing and matrices for the next candidates of that fold: the same scores as
+    fitting them afresh (large folds, not kept), and an estimator that scales its input in place cannot change
+    what the next candidate gets."""
+    from core import registry
+    from core.context import FitContext
+    from service.services import selection as sel
+
+    rng = np.random.default_rng(0)
+    n = 300
+    a, b = rng.normal(size=n) * 10 + 3, rng.normal(size=n)
+    a[rng.random(n) < 0.1] = np.nan  # imputed with the training fold's mean
+    y = np.where(np.nan_to_num(a) + b > 3, "p", "n").astype(object)
+    data = sel.TaskData("ds_fold_cache", "y", "classification", [{"name": "a", "type": "numeric"},
+                        {"name": "b", "type": "numeric"}], {"a": a, "b": b}, y, np.arange(n))
+    folds = sel.make_folds(y, "classification", 3, True, 0)
+    knn = registry.get("knn_classifier")
+    sel._FOLDS.clear()
+
+    def scores(k):
+        return [sel.fit_score(data, knn, {"n_neighbors": k}, ["a", "b"], tr, te, ["accuracy"], FitContext())
+                ["test"]["accuracy"] for tr, te in folds]
+
+    kept = [scores(k) for k in (1, 5, 15)]
+    assert len(sel._FOLDS) == 3  # one entry per fold, shared by the three candidates
+    for entry in sel._FOLDS.values():
+        entry[1][:] = 0.0  # the kept training matrices are what is used...
+    assert [scores(k) for k in (1, 5, 15)] != kept
+    sel._FOLDS.clear()
+    monkeypatch.setattr(sel, "_FOLD_MAX_BYTES", 0)  # ...and with none kept, the scores of a fresh fit
+    assert [scores(k) for k in (1, 5, 15)] == kept and not sel._FOLDS
+    monkeypatch.setattr(sel, "_FOLD_MAX_BYTES", 64 << 20)
+
+    class InPlace(knn):  # an estimator that scales the matrix it is handed
+        def fit(self, X, y, **kw):
+            X *= 2.0
+            return super().fit(X, y, **kw)
+
+    sel.fit_score(data, InPlace, {"n_neighbors": 1}, ["a", "b"], *folds[0], ["accuracy"], FitContext())
+    assert scores(1)[0] == kept[0][0]  # the next candidate of that fold got the matrix unscaled
+
+
 def test_results_persist_across_a_restart_and_stream_over_sse(settings):
     with TestClient(create_app(settings)) as c:
         ds = upload_csv(c, iris_csv()).json()["id"]
