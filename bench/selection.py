@@ -90,14 +90,18 @@ def main() -> None:
             from service.storage.metadata import jobs
 
             with meta.engine.connect() as conn:
-                rows = conn.execute(select(jobs.c.payload, jobs.c.started_at).where(jobs.c.kind == "trial")).all()
-            starts = [s for p, s in rows if p["parent_id"] == job_id and s is not None]
-            first = (min(starts).replace(tzinfo=job["created_at"].tzinfo) - job["created_at"]).total_seconds()
+                rows = conn.execute(select(jobs.c.payload, jobs.c.started_at, jobs.c.finished_at, jobs.c.worker,
+                                           jobs.c.result).where(jobs.c.kind == "trial")).all()
+            rows = [r for r in rows if r.payload["parent_id"] == job_id]
+            first = (min(r.started_at for r in rows).replace(tzinfo=job["created_at"].tzinfo)
+                     - job["created_at"]).total_seconds()
+            breakdowns.append(breakdown(job, rows, wall))
             return wall, first
 
         # warm the loky pool and imports (small data), as Orchard's pool is warm
         GridSearchCV(RandomForestClassifier(n_estimators=2), {"max_depth": [2, 3]}, cv=2, n_jobs=2).fit(X[:200], y[:200])
         rows = []
+        breakdowns: list[dict] = []
         for r in range(args.rounds):
             if r % 2 == 0:
                 s = run_sklearn()
@@ -114,6 +118,59 @@ def main() -> None:
           f"sklearn {statistics.median(s for _, s, _ in rows):.2f} s; "
           f"first trial running: median {statistics.median(f for _, _, f in rows) * 1000:.0f} ms, "
           f"max {max(f for _, _, f in rows) * 1000:.0f} ms")
+    print("\nwhere the wall time of ours goes (seconds, median over rounds; worker-seconds summed over the 100 "
+          "trials of the two workers, divided by 2 where marked /2):")
+    for key in breakdowns[0]:
+        print(f"  {key:58s} {statistics.median(b[key] for b in breakdowns):8.2f}")
+
+
+def breakdown(job: dict, trials, wall: float) -> dict:
+    """Wall time of one tune split into: queueing, the trial phase (fit / preprocessing / scoring / trial setup /
+    job bookkeeping / idle workers) and the refit, from the job rows and the trials' own timings."""
+    def ts(d):
+        return d.replace(tzinfo=None).timestamp()
+
+    t_created, t_started, t_finished = ts(job["created_at"]), ts(job["started_at"]), ts(job["finished_at"])
+    first = min(ts(r.started_at) for r in trials)
+    last = max(ts(r.finished_at) for r in trials)
+    span = last - first
+    tot = {"setup": 0.0, "preprocess": 0.0, "estimator": 0.0, "score": 0.0}
+    inner = 0.0
+    busy = 0.0
+    by_worker: dict[str, list] = {}
+    for r in trials:
+        res = r.result
+        for k in tot:
+            tot[k] += res["timings"][k]
+        inner += res["finished"] - res["started"]
+        busy += ts(r.finished_at) - ts(r.started_at)
+        by_worker.setdefault(r.worker, []).append((ts(r.started_at), ts(r.finished_at)))
+    idle_tail = sum(last - max(e for _, e in v) for v in by_worker.values())
+    def gap(v):
+        return sum(max(0.0, b[0] - a[1]) for a, b in zip(sorted(v)[:-1], sorted(v)[1:], strict=True))
+
+    gaps = sum(gap(v) for v in by_worker.values())
+    gaps_parent = gap(by_worker.get(job["worker"], []))
+    head = sum(min(s for s, _ in v) - first for v in by_worker.values())
+    n_workers = max(2, len(by_worker))
+    return {
+        "wall (submit -> terminal, bench clock)": wall,
+        "queue: submit -> parent running": t_started - t_created,
+        "parent running -> first trial running": first - t_started,
+        "trial phase: first trial running -> last trial finished": span,
+        "  estimator fits /2": tot["estimator"] / n_workers,
+        "  preprocessing fits (per fold) /2": tot["preprocess"] / n_workers,
+        "  scoring the test folds /2": tot["score"] / n_workers,
+        "  trial setup (data, folds, params) /2": tot["setup"] / n_workers,
+        "  job bookkeeping (claim, lease, result write) /2": (busy - inner) / n_workers,
+        "  other in-trial time /2": (inner - sum(tot.values())) / n_workers,
+        "  workers idle between trials /2": gaps / n_workers,
+        "    of which the parent's worker /2": gaps_parent / n_workers,
+        "  workers idle at the start + end of the phase /2": (idle_tail + head) / n_workers,
+        "refit + save: last trial finished -> tune finished": t_finished - last,
+        "finished -> seen by the client poll": wall - (t_finished - t_created),
+        "trials run by the parent itself": sum(1 for r in trials if r.worker == job["worker"]),
+    }
 
 
 if __name__ == "__main__":

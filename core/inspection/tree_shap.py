@@ -101,11 +101,13 @@ def _weights(max_players: int):
 
 
 def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=None, *,
-              max_entries: int = 1 << 14, tables_min_rows: int = 32, ctx=None):
+              max_entries: int = 1 << 14, tables_min_rows: int = 32, per_reference: bool = False, ctx=None):
     """Interventional SHAP values of the tree model ``arrays``.
 
     Returns ``(phi, base)``: ``phi`` (n, n_players, n_outputs), ``base`` (n_outputs,) with
-    ``base + phi.sum(1) == arrays.predict(X)`` up to rounding.
+    ``base + phi.sum(1) == arrays.predict(X)`` up to rounding.  With ``per_reference`` ``phi`` is
+    (n, n_background, n_players, n_outputs): the values of each pair's game, ``phi[i, r].sum(0) ==
+    predict(X[i]) - predict(Z[r])`` (for a link function applied per reference, ``core.inspection.link``).
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     Z = np.ascontiguousarray(background, dtype=np.float64)
@@ -127,7 +129,7 @@ def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=
     n, m = X.shape[0], Z.shape[0]
     V = arrays.value.shape[1]
     T = arrays.roots.shape[0]
-    phi = np.zeros((n, G, V))
+    phi = np.zeros((n, m, G, V) if per_reference else (n, G, V))
     zkey = (id(arrays), Z.shape, hash(Z.tobytes()))
     hit = _BASE.get(zkey)
     if hit is None or hit[0] is not arrays:
@@ -138,7 +140,7 @@ def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=
     rows_per_chunk = max(1, max_entries // max(1, m * T))
     fast = _fast_tables(arrays, slot, S) if S <= 32 and not (arrays.kind == 2).any() else None
     z_nan = bool(np.isnan(Z).any())
-    if (fast is not None and not z_nan and S <= _LEAF_MAX_SLOTS and n >= tables_min_rows
+    if (not per_reference and fast is not None and not z_nan and S <= _LEAF_MAX_SLOTS and n >= tables_min_rows
             and not np.isnan(X).any()):
         phi = tree_shap_tables(arrays, X, Z, slot, path, S, G)
         phi /= m
@@ -151,12 +153,13 @@ def tree_shap(arrays: TreeArrays, X: np.ndarray, background: np.ndarray, groups=
                 if hit[2] is None:  # the background's direction at every node, kept with the base value
                     hit[2] = (Z[:, fast[5]] > fast[1][None, :]).ravel()
                 DZ = hit[2]
-            phi[a:b] = _chunk_fast(arrays, fast, X[a:b], Z, path, S, G, W1, W2, DZ)
+            phi[a:b] = _chunk_fast(arrays, fast, X[a:b], Z, path, S, G, W1, W2, DZ, pairs=per_reference)
         else:
-            phi[a:b] = _chunk(arrays, X[a:b], Z, slot, path, S, G, W1, W2)
+            phi[a:b] = _chunk(arrays, X[a:b], Z, slot, path, S, G, W1, W2, pairs=per_reference)
         if ctx is not None:
             ctx.step(b, n)
-    phi /= m
+    if not per_reference:
+        phi /= m
     return phi, base
 
 
@@ -192,7 +195,7 @@ def _fast_tables(A: TreeArrays, slot, S):
 _FAST: dict = {}
 
 
-def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
+def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None, pairs=False):
     """``_chunk`` for numeric splits and rows without missing values: one bitmask per entry (players from
     x in the low half, from z in the high half), two children per node, 32-bit indices."""
     ch2, thr, bxt, bzt, bxzt, feat, half, dt = tables
@@ -212,11 +215,12 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
     mask = np.zeros(node.size, dtype=dt)
     zero = dt(0)
     sh = dt(half)
-    done_x, done_n, done_m = [], [], []
+    done_x, done_z, done_n, done_m = [], [], [], []
     while node.size:
         leaf = is_leaf[node]
         if leaf.any():
             done_x.append(xo[leaf])
+            done_z.append(zo[leaf])
             done_n.append(node[leaf])
             done_m.append(mask[leaf])
             keep = ~leaf
@@ -243,9 +247,12 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
             mask = np.concatenate([mask, mz])
         else:
             node = ch2[node2 + prim]
-    acc = np.zeros((n * G, V))
+    P = n * m if pairs else n  # explained units: instances, or (instance, reference) pairs
+    acc = np.zeros((P * G, V))
     if done_x:
         hx = np.concatenate(done_x) // N
+        if pairs:
+            hx = hx * m + np.concatenate(done_z) // N
         hn = np.concatenate(done_n)
         hm = np.concatenate(done_m).astype(np.uint64)
         hit = hm != 0
@@ -265,11 +272,11 @@ def _chunk_fast(A: TreeArrays, tables, X, Z, path, S, G, W1, W2, DZ=None):
                 continue
             k = base_key[on] + path[hn[on], s_]
             for v in range(V):
-                acc[:, v] += np.bincount(k, weights=c[on] * vals[on, v], minlength=n * G)
-    return acc.reshape(n, G, V)
+                acc[:, v] += np.bincount(k, weights=c[on] * vals[on, v], minlength=P * G)
+    return acc.reshape((n, m, G, V) if pairs else (n, G, V))
 
 
-def _chunk(A: TreeArrays, X, Z, slot, path, S, G, W1, W2):
+def _chunk(A: TreeArrays, X, Z, slot, path, S, G, W1, W2, pairs=False):
     n, m = X.shape[0], Z.shape[0]
     T = A.roots.shape[0]
     V = A.value.shape[1]
@@ -297,6 +304,8 @@ def _chunk(A: TreeArrays, X, Z, slot, path, S, G, W1, W2):
                     cx = cx * w[hit]
                     cz = cz * w[hit]
                 hx, hz, he, hn = mx[hit], mz[hit], ex[hit], node[hit]
+                if pairs:
+                    he = he * m + ez[hit]
                 for s in range(S):
                     sh = np.uint64(s)
                     bx = ((hx >> sh) & _ONE).astype(bool)
@@ -352,14 +361,15 @@ def _chunk(A: TreeArrays, X, Z, slot, path, S, G, W1, W2):
             w = None if w is None else np.concatenate(cols[7])
             na = na.astype(np.int8, copy=False)
             nb = nb.astype(np.int8, copy=False)
-    acc = np.zeros((n * G, V))
+    P = n * m if pairs else n
+    acc = np.zeros((P * G, V))
     if keys:
         k = np.concatenate(keys)
         c = np.concatenate(coefs)
         ln = np.concatenate(lnodes)
         for v in range(V):
-            acc[:, v] = np.bincount(k, weights=c * A.value[ln, v], minlength=n * G)
-    return acc.reshape(n, G, V)
+            acc[:, v] = np.bincount(k, weights=c * A.value[ln, v], minlength=P * G)
+    return acc.reshape((n, m, G, V) if pairs else (n, G, V))
 
 
 def _expand(idx, ex, ez, node, mx, mz, na, nb, w, px, pz, inx, inz, bit, ptr, children, mfrac):

@@ -185,6 +185,8 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
 
     import core  # noqa: F401 - warm imports before the first job
 
+    from . import worker_preload  # noqa: F401 - the same warm imports as the embedded pool's workers
+
     meta, _ = _stores(settings)
     meta.engine.dispose()  # no pooled connection for the work-horses to inherit
     conn = redis_client(settings, wait_out_outages=True)

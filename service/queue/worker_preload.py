@@ -11,6 +11,9 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one BLAS thread per worker: N workers do not oversubscribe the cores
 
+# scipy.stats: the t-tests of compare/automl (a cold import costs seconds under load, past an AutoML budget)
+import scipy.stats  # noqa: E402,F401
+
 import core  # noqa: E402,F401 - every algorithm family (fills the registry)
 from core import registry  # noqa: E402,F401
 

@@ -251,6 +251,13 @@ class ExplainRequest(Strict):
     instances: list[dict[str, Value]] | None = None
     rows: list[list[Value]] | None = None
     method: Literal["auto", "tree", "linear", "kernel"] = "auto"
+    output: Literal["probability", "margin"] | None = Field(
+        None, description="Classifiers: the explained output space. 'probability' (default where the model has "
+        "predict_proba): contributions per class that sum with base_value to predict_proba; for boosting and "
+        "logistic/softmax models they are exact, carried from the margin through the link per background row "
+        "(shap's probability rescaling; docs/decisions/explanations.md). 'margin': the additive score before the "
+        "link (log-odds, per-class scores, decision function); 422 for models without one (trees, forests, kNN, "
+        "naive Bayes). Regressors: leave it out (422 otherwise).")
     background: Background | None = None
     n_permutations: int = Field(10, ge=2, le=1000, description="Permutations of the model-agnostic estimator (more than 8 features).")
     random_state: int = Field(0, ge=0, le=2**32 - 1)
@@ -258,7 +265,7 @@ class ExplainRequest(Strict):
 
 class ExplainResponse(BaseModel):
     method: Literal["tree", "linear", "kernel"]
-    output: Literal["probability", "raw", "prediction"] = Field(description="The explained quantity: class probabilities, the additive score (log-odds / decision function), or the regression prediction.")
+    output: Literal["probability", "margin", "prediction"] = Field(description="The explained quantity: class probabilities, the additive score before the link (log-odds, per-class scores, decision function), or the regression prediction.")
     feature_names: list[str]
     classes: list[Any] | None = None
     base_value: float | list[float]

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from core.inspection import METHODS, NotApplicable, available_methods, explain, partial_dependence, quantile_grid
+from core.inspection import (
+    METHODS,
+    NotApplicable,
+    OutputNotApplicable,
+    explain,
+    partial_dependence,
+    quantile_grid,
+    resolve_method,
+)
 from core.validation import DataError
 
 from ..errors import invalid
@@ -105,14 +113,17 @@ def explain_payload(r, bundle, body: dict) -> dict:
     X = bundle.matrix_from_payload(data, field)
     Z = _background(r, bundle, body)
     groups = column_groups(bundle.preprocessor, X.shape[1])
-    if len(data) > MAX_KERNEL_ROWS and (method == "kernel" or (
-            method == "auto" and available_methods(bundle.estimator, Z)[0] == "kernel")):
-        raise invalid(["body", field], f"at most {MAX_KERNEL_ROWS} rows per request with the model-agnostic "
-                                       "estimator (method 'kernel'); send several requests")
+    output = body.get("output")
     try:
-        out = explain(bundle.estimator, X, Z, groups, method=method,
+        chosen = resolve_method(bundle.estimator, X, Z, method, output)
+        if len(data) > MAX_KERNEL_ROWS and chosen == "kernel":
+            raise invalid(["body", field], f"at most {MAX_KERNEL_ROWS} rows per request with the model-agnostic "
+                                           "estimator (method 'kernel'); send several requests")
+        out = explain(bundle.estimator, X, Z, groups, method=method, output=output,
                       n_permutations=int(body.get("n_permutations") or 10),
                       random_state=body.get("random_state", 0))
+    except OutputNotApplicable as exc:
+        raise invalid(["body", "output"], str(exc)) from None
     except NotApplicable as exc:
         raise invalid(["body", "method"], str(exc)) from None
     except DataError as exc:

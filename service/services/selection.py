@@ -9,6 +9,9 @@ training rows of the fold only (``training._fit_bundle``), never on rows of the 
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,23 +97,68 @@ def subsample(idx: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 def fit_score(data: TaskData, cls, params: dict, features: list[str], train: np.ndarray, test: np.ndarray,
               metrics: list[str], ctx, *, train_scores: bool = False) -> dict:
     """Fit preprocessing + estimator on the ``train`` rows only, score on ``test``. Returns
-    ``{"test": {metric: v}, "train"?: {...}, "fit_time", "n_train", "n_test"}``."""
-    import time
-
+    ``{"test": {metric: v}, "train"?: {...}, "fit_time", "n_train", "n_test", "timings"}``."""
     from .training import _fit_bundle
 
     feats = [f for f in data.features if f["name"] in set(features)]
     cols = {f["name"]: data.columns[f["name"]] for f in feats}
     t0 = time.perf_counter()
-    bundle, Xtr = _fit_bundle(cls, params, feats, data.target, cols, data.y, train, ctx, "selection")
-    fit_time = time.perf_counter() - t0
-    Xte = bundle.matrix({n: v[test] for n, v in cols.items()})
+    timings: dict = {}
+    fold = _fold_matrices(data, cls, feats, cols, train, test)
+    cached = fold[4]  # a kept matrix is copied: an estimator may scale its input in place
+    bundle, Xtr = _fit_bundle(cls, params, feats, data.target, cols, data.y, train, ctx, "selection",
+                              timings=timings, prepared=(fold[0], fold[1].copy() if cached else fold[1]))
+    timings["preprocess"] += fold[3]
+    t1 = time.perf_counter()
+    Xte = fold[2].copy() if cached else fold[2]
     scorers = [get_scorer(m) for m in metrics]
     out = {"test": {s.name: _finite(s(bundle.estimator, Xte, data.y[test])) for s in scorers},
-           "fit_time": fit_time, "n_train": int(len(train)), "n_test": int(len(test))}
+           "fit_time": t1 - t0, "n_train": int(len(train)), "n_test": int(len(test))}
     if train_scores:
         out["train"] = {s.name: _finite(s(bundle.estimator, Xtr, data.y[train])) for s in scorers}
+    out["timings"] = {"preprocess": timings["preprocess"], "estimator": timings["estimator"],
+                      "score": time.perf_counter() - t1}
     return out
+
+
+_FOLDS: OrderedDict = OrderedDict()  # (data, preprocessing, fold rows) -> (preprocessor, X train, X test)
+_FOLDS_MAX = 12
+_FOLD_MAX_BYTES = 64 << 20  # larger folds are not kept (a worker's memory cap counts every copy)
+_FOLDS_LOCK = threading.Lock()
+_FOLDS_MAX_BYTES = 256 << 20
+
+
+def _fold_matrices(data: TaskData, cls, feats: list[dict], cols: dict, train: np.ndarray, test: np.ndarray):
+    """The table preprocessing of one fold fitted on its training rows, and both matrices: kept per process
+    for the other candidates of the same fold (the preprocessing depends on the algorithm only through
+    ``make_preprocessor``); folds over ``_FOLD_MAX_BYTES`` are not kept. Returns (preprocessor, X train,
+    X test, seconds spent here, whether the matrices are kept)."""
+    from .training import make_preprocessor
+
+    t0 = time.perf_counter()
+    pre = make_preprocessor(cls, None)
+    key = (data.dataset_id, data.target, data.task, tuple(f["name"] for f in feats), pre.scale, pre.scale_method,
+           pre.impute, pre.native_missing, pre.native_categorical, len(train), hash(train.tobytes()), len(test),
+           hash(test.tobytes()))
+    with _FOLDS_LOCK:
+        hit = _FOLDS.get(key)
+        if hit is not None:
+            _FOLDS.move_to_end(key)
+    if hit is not None and np.array_equal(hit[3], train) and np.array_equal(hit[4], test):
+        return hit[0], hit[1], hit[2], time.perf_counter() - t0, True
+    types = {f["name"]: f["type"] for f in feats}
+    sub = {k: v[train] for k, v in cols.items()}
+    pre.fit(sub, types)
+    Xtr = pre.transform(sub)
+    Xte = pre.transform({k: v[test] for k, v in cols.items()})
+    if Xtr.nbytes + Xte.nbytes > _FOLD_MAX_BYTES:
+        return pre, Xtr, Xte, time.perf_counter() - t0, False
+    with _FOLDS_LOCK:  # threads of the embedded queue without worker processes share it
+        _FOLDS[key] = (pre, Xtr, Xte, train.copy(), test.copy())
+        while len(_FOLDS) > _FOLDS_MAX or (len(_FOLDS) > 1 and sum(
+                v[1].nbytes + v[2].nbytes for v in _FOLDS.values()) > _FOLDS_MAX_BYTES):
+            _FOLDS.popitem(last=False)
+    return pre, Xtr, Xte, time.perf_counter() - t0, True
 
 
 def _finite(v) -> float | None:

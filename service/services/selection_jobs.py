@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 import core
 from core import registry
@@ -54,9 +54,19 @@ def _task_data(art, p: dict) -> TaskData:
     return load_task_data(art, p["dataset_id"], p["features"], p["target"], p["task"])
 
 
+_FOLD_CACHE: dict = {}
+
+
 def _folds(data: TaskData, p: dict, repeats: int | None = None):
-    return make_folds(data.y[data.rows], p["task"], p["folds"], p["stratify"], p["seed"],
-                      repeats if repeats is not None else p.get("repeats", 1))
+    """The folds of the parent's payload, drawn once per process (every trial of a parent shares them)."""
+    r = repeats if repeats is not None else p.get("repeats", 1)
+    key = (data.dataset_id, data.target, p["task"], p["folds"], p["stratify"], p["seed"], r, len(data.rows))
+    hit = _FOLD_CACHE.get(key)
+    if hit is None or hit[0] is not data:
+        _FOLD_CACHE.clear()
+        hit = _FOLD_CACHE[key] = (data, make_folds(data.y[data.rows], p["task"], p["folds"], p["stratify"],
+                                                   p["seed"], r))
+    return hit[1]
 
 
 def run_trial(meta, art, job: dict, ctx: FitContext) -> dict:
@@ -69,12 +79,18 @@ def run_trial(meta, art, job: dict, ctx: FitContext) -> dict:
     deadline = p.get("deadline")
 
     def cancelled() -> bool:
-        if deadline is not None and time.time() > deadline:
-            return True
-        with meta.engine.connect() as conn:
-            rows = conn.execute(select(jobs.c.cancel_requested, jobs.c.status).where(jobs.c.id.in_(ids))).all()
-        return len(rows) < 2 or any(c or s in TERMINAL for c, s in rows)
+        stop = deadline is not None and time.time() > deadline
+        if not stop:
+            with meta.engine.connect() as conn:
+                rows = conn.execute(select(jobs.c.cancel_requested, jobs.c.status).where(jobs.c.id.in_(ids))).all()
+            stop = len(rows) < 2 or any(c or s in TERMINAL for c, s in rows)
+        if stop:  # the trial's own row asks to stop too, so that its attempt ends "cancelled", not stale
+            from .jobs import cancel
 
+            cancel(meta, job["id"])
+        return stop
+
+    t_start = time.time()
     if cancelled():
         raise FitCancelled("the parent job has ended or the trial was cancelled")
     tctx = FitContext(is_cancelled=cancelled, cancel_interval=0.2)
@@ -88,8 +104,10 @@ def run_trial(meta, art, job: dict, ctx: FitContext) -> dict:
     size = p.get("train_size")
     perm_rng = np.random.default_rng(p["seed"] + 1) if size is not None else None
     perms = [perm_rng.permutation(tr) for tr, _ in folds] if perm_rng is not None else None
-    out: dict[str, Any] = {"index": p.get("index", 0), "worker": worker_name(), "started": time.time(),
-                           "per_fold": {m: [] for m in metrics}, "fit_time": [], "n_train": [], "n_test": []}
+    out: dict[str, Any] = {"index": p.get("index", 0), "worker": worker_name(), "started": t_start,
+                           "per_fold": {m: [] for m in metrics}, "fit_time": [], "n_train": [], "n_test": [],
+                           "timings": {"setup": time.time() - t_start, "preprocess": 0.0, "estimator": 0.0,
+                                       "score": 0.0}}
     if p.get("train_scores"):
         out["train_per_fold"] = {m: [] for m in metrics}
     rows = data.rows
@@ -113,6 +131,8 @@ def run_trial(meta, art, job: dict, ctx: FitContext) -> dict:
                 if "train" in r:
                     out["train_per_fold"][m].append(r["train"][m])
             out["fit_time"].append(r["fit_time"])
+            for k, v in r["timings"].items():
+                out["timings"][k] += v
             out["n_train"].append(r["n_train"])
             out["n_test"].append(r["n_test"])
     except CANDIDATE_ERRORS as exc:  # this candidate cannot be fitted on this data: scored as failed
@@ -222,10 +242,18 @@ class Fanout:
         return out
 
     def cancel(self, ids: list[str]) -> None:
-        from .jobs import cancel
-
-        for jid in ids:
-            cancel(self.meta, jid)
+        """Cancel children in one transaction (as ``jobs.cancel`` does one by one: queued ones at once, running
+        ones asked to stop); a trial has no model to fail. One write, not one per child: at an AutoML deadline
+        dozens are pending, and the workers are writing too."""
+        if not ids:
+            return
+        now = utcnow()
+        with self.meta.engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id.in_(ids), jobs.c.status == "queued")
+                         .values(status="cancelled", cancel_requested=True, finished_at=now, updated_at=now,
+                                 message="cancelled before it started"))
+            conn.execute(update(jobs).where(jobs.c.id.in_(ids), jobs.c.status == "running")
+                         .values(cancel_requested=True, updated_at=now, message="cancellation requested"))
 
 
 def _merge(parts: list[dict]) -> dict:
@@ -237,6 +265,7 @@ def _merge(parts: list[dict]) -> dict:
                                     for r in parts]}
     out["worker"] = parts[0]["worker"]
     out["workers"] = sorted({r["worker"] for r in parts})
+    out["runs"] = [{**run, "timings": r.get("timings")} for run, r in zip(out["runs"], parts, strict=True)]
     errors = [r["error"] for r in parts if r.get("error")]
     if errors:
         out["error"] = errors[0]
@@ -545,12 +574,13 @@ def run_automl(meta, art, job, ctx) -> dict:
     greater = get_scorer(metric).greater_is_better
     started = time.time()
     budget = float(p["time_budget_s"])
-    # trials stop at 85% of the budget; the winner's refit (about one fold's fit on 1/(1-1/k) times the rows)
-    # must fit in the rest, so the whole job stays within the budget (+10%)
+    # the budget covers the whole job: trials stop at 85% of it (at their next fit step), the refit takes the
+    # rest; what the job cannot steer (a trial's last step, saving the model) is the 10% beyond it
     deadline = started + 0.85 * budget
     cands = p["candidates"]
     fo = Fanout(meta, art, job, ctx)
     res = fo.run_folds([{**c, "metrics": [metric]} for c in cands], p["folds"], hi=0.9, deadline=deadline)
+    trials_end = time.time()
     per_algo: dict[str, dict] = {}
     not_run = []
     for c, r in zip(cands, res, strict=True):
@@ -575,18 +605,37 @@ def run_automl(meta, art, job, ctx) -> dict:
         row["p_value_vs_best"] = (None if row is best else
                                   corrected_ttest(row["per_fold"], best["per_fold"], ratio,
                                                   greater_is_better=greater)["p_value"])
-    cls = registry.get(best["algorithm"])
-    model_id, staged = _refit(meta, art, job, cls, validate_params(cls.params, best["params"]),
+    search_end = time.time()
+    chosen, estimate = refit_choice(board, p["folds"], started + budget - search_end)
+    cls = registry.get(chosen["algorithm"])
+    model_id, staged = _refit(meta, art, job, cls, validate_params(cls.params, chosen["params"]),
                                ctx.child(0.9, 1.0),
-                               {"metric": metric, "mean": best["mean"], "std": best["std"], "algorithm": cls.name})
+                               {"metric": metric, "mean": chosen["mean"], "std": chosen["std"],
+                                "algorithm": cls.name})
+    end = time.time()
     return Outcome(_clean({
         "metric": metric, "greater_is_better": greater, "folds": p["folds"], "seed": p["seed"],
-        "time_budget_s": budget, "elapsed_s": time.time() - started,
+        "time_budget_s": budget, "elapsed_s": end - started, "search_s": search_end - started,
+        "trials_s": trials_end - started,
+        "refit_s": end - search_end,
         "leaderboard": [{k: r.get(k) for k in ("rank", "algorithm", "params", "mean", "std", "p_value_vs_best",
                                                "per_fold", "fit_time")} for r in board],
+        "refitted": {"rank": chosen["rank"], "algorithm": chosen["algorithm"], "estimated_s": estimate,
+                     "within_budget": estimate <= started + budget - search_end},
         "skipped": p.get("skipped", []), "failed": failed, "not_evaluated": sorted(set(not_run) - set(per_algo)),
         "n_trials": sum(r is not None for r in res), "best_model_id": model_id,
     }), **staged)
+
+
+def refit_choice(board: list[dict], folds: int, left: float) -> tuple[dict, float]:
+    """The leaderboard row to refit: the best-ranked whose estimated refit fits in ``left`` seconds (its mean
+    fold fit time x k / (k - 1), a fold's training rows being (k - 1) / k of all rows), else the best one."""
+    scale = folds / (folds - 1)
+    for row in board:
+        est = (row.get("fit_time") or 0.0) * scale
+        if est <= left:
+            return row, est
+    return board[0], (board[0].get("fit_time") or 0.0) * scale
 
 
 _ = core  # the registry is filled by importing core

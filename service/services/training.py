@@ -11,6 +11,7 @@ runs it (``RUNNERS["train"]``) and makes the model ready.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -440,17 +441,29 @@ def make_preprocessor(cls, options: dict | None) -> TablePreprocessor:
                              native_categorical=encode == "native" and bool(cls.native_categorical))
 
 
-def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None):
-    pre = make_preprocessor(cls, options)
-    types = {f["name"]: f["type"] for f in features}
-    cols_sub = {k: v[idx] for k, v in columns.items()}
-    pre.fit(cols_sub, types)
-    X = pre.transform(cols_sub)
+def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None,
+                timings: dict | None = None, prepared: tuple | None = None):
+    """Preprocessing fitted on the rows ``idx``, then the estimator; ``timings`` (if given) receives the
+    seconds of each (``preprocess``, ``estimator``). ``prepared``: ``(preprocessor, X)`` already fitted on
+    exactly these rows and columns with ``make_preprocessor(cls, options)`` (model selection reuses a fold's)."""
+    t0 = time.perf_counter()
+    if prepared is not None:
+        pre, X = prepared
+    else:
+        pre = make_preprocessor(cls, options)
+        types = {f["name"]: f["type"] for f in features}
+        cols_sub = {k: v[idx] for k, v in columns.items()}
+        pre.fit(cols_sub, types)
+        X = pre.transform(cols_sub)
     est = cls(**params)
     kw: dict[str, Any] = {"ctx": ctx}
     if cls.native_categorical and pre.categorical_mask_.any():
         kw["categorical_features"] = pre.categorical_mask_
+    t1 = time.perf_counter()
     est.fit(X, None if y is None else y[idx], **kw)
+    if timings is not None:
+        timings["preprocess"] = t1 - t0
+        timings["estimator"] = time.perf_counter() - t1
     feats = pre.describe_features()
     classes = np.asarray(est.classes_).tolist() if cls.task == "classification" else None
     bundle = ModelBundle(model_id=model_id, algorithm=cls.name, task=cls.task, params=params, features=feats,

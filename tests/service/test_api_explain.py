@@ -9,6 +9,7 @@ from tests.service.conftest import train, wait_job
 
 SUPERVISED = [n for n in registry.names() if registry.get(n).task in ("classification", "regression")]
 EXTRA_PARAMS = {"quadratic_discriminant_analysis": {"reg_param": 0.1}}
+EXACT_IN_PROBABILITY = {"gradient_boosting_classifier": "tree", "logistic_regression": "linear"}
 
 
 def _mixed(client, n=160, seed=0):
@@ -41,15 +42,20 @@ INSTANCES = [{"colour": "red", "size": 0.3, "flag": True}, {"colour": None, "siz
 @pytest.mark.parametrize("algorithm,target,method,output", [
     ("random_forest_classifier", "label", "tree", "probability"),
     ("gradient_boosting_regressor", "value", "tree", "prediction"),
-    ("gradient_boosting_classifier", "label", "tree", "raw"),
-    ("logistic_regression", "label", "linear", "raw"),
+    ("gradient_boosting_classifier", "label", "tree", "probability"),
+    ("gradient_boosting_classifier", "label", "tree", "margin"),
+    ("logistic_regression", "label", "linear", "probability"),
+    ("logistic_regression", "label", "linear", "margin"),
     ("ridge_regression", "value", "linear", "prediction"),
     ("knn_classifier", "label", "kernel", "probability"),
 ])
 def test_explain_is_additive_over_original_features(client, algorithm, target, method, output):
     ds, _ = _mixed(client)
     mid = _fit(client, ds, algorithm, target, example_params(algorithm))
-    r = client.post(f"/v1/models/{mid}/explain", json={"instances": INSTANCES, "background": {"n": 50}})
+    body = {"instances": INSTANCES, "background": {"n": 50}}
+    if output == "margin":
+        body["output"] = "margin"
+    r = client.post(f"/v1/models/{mid}/explain", json=body)
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["method"] == method and out["output"] == output
@@ -65,7 +71,7 @@ def test_explain_is_additive_over_original_features(client, algorithm, target, m
         assert out["classes"] == p["classes"]
     elif output == "prediction":
         np.testing.assert_allclose(pred, p["predictions"], atol=1e-8)
-    else:  # binary log-odds: class 1 score is the logit of its probability
+    else:  # margin, binary log-odds: class 1 score is the logit of its probability
         proba = np.asarray(p["probabilities"])[:, 1]
         np.testing.assert_allclose(1 / (1 + np.exp(-pred[:, 1])), proba, atol=1e-8)
 
@@ -92,14 +98,29 @@ def test_additivity_for_every_supervised_algorithm(client, name):
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["method"] == cls.capabilities()["explain"] or out["method"] == "kernel"
+    if name in EXACT_IN_PROBABILITY:  # margin-additive classifiers: probabilities exactly, not sampled
+        assert (out["method"], out["output"]) == (EXACT_IN_PROBABILITY[name], "probability")
     phi = np.asarray(out["contributions"])
     np.testing.assert_allclose(np.asarray(out["base_value"]) + phi.sum(axis=1), out["predictions"], atol=1e-8)
-    if out["output"] in ("probability", "prediction"):
-        p = client.post(f"/v1/models/{mid}/predict", json={"rows": [row[:-1] for row in rows[:2]],
-                                                           "return_proba": True}).json()
-        ref = p.get("probabilities") if cls.task == "classification" else p["predictions"]
-        if ref is not None:
-            np.testing.assert_allclose(out["predictions"], ref, atol=1e-8)
+    p = client.post(f"/v1/models/{mid}/predict", json={"rows": [row[:-1] for row in rows[:2]],
+                                                       "return_proba": True}).json()
+    if cls.task == "regression":
+        assert out["output"] == "prediction"
+        np.testing.assert_allclose(out["predictions"], p["predictions"], atol=1e-8)
+    elif p.get("probabilities") is not None:  # every classifier with predict_proba: probability by default
+        assert out["output"] == "probability"
+        np.testing.assert_allclose(out["predictions"], p["probabilities"], atol=1e-8)
+    if cls.task == "classification":  # the margin on request: additive, or a 422 naming the field
+        m = client.post(f"/v1/models/{mid}/explain", json={"rows": [row[:-1] for row in rows[:2]],
+                                                            "background": {"n": 12}, "output": "margin"})
+        if m.status_code == 422:
+            assert m.json()["errors"][0]["loc"] == ["body", "output"], m.text
+        else:
+            assert m.status_code == 200, m.text
+            mo = m.json()
+            assert mo["output"] == "margin"
+            np.testing.assert_allclose(np.asarray(mo["base_value"]) + np.asarray(mo["contributions"]).sum(axis=1),
+                                       mo["predictions"], atol=1e-8)
 
 
 def test_insight_on_the_model_record(client):
@@ -161,6 +182,14 @@ def test_bad_requests_are_422(client):
     assert r.status_code == 422 and "method" in str(r.json()["errors"][0]["loc"])
     r = client.post(f"{url}/explain", json={"instances": INSTANCES, "method": "shapley"})
     assert r.status_code == 422
+    r = client.post(f"{url}/explain", json={"instances": INSTANCES, "output": "logit"})
+    assert r.status_code == 422 and "output" in str(r.json()["errors"][0]["loc"])
+    forest = _fit(client, ds, "random_forest_classifier", "label", {"n_estimators": 3})
+    r = client.post(f"/v1/models/{forest}/explain", json={"instances": INSTANCES, "output": "margin"})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "output"], r.text
+    ridge = _fit(client, ds, "ridge_regression", "value")
+    r = client.post(f"/v1/models/{ridge}/explain", json={"instances": INSTANCES, "output": "probability"})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "output"], r.text
     no_target = client.post("/v1/datasets", json={"columns": ["colour", "size", "flag"],
                                                   "rows": [["red", 1.0, True], ["blue", 0.0, False]]}).json()["id"]
     r = client.post(f"{url}/importance", json={"dataset_id": no_target})

@@ -86,6 +86,48 @@ def test_cross_validate_matches_sklearn_pipeline_and_a_leaky_scaler_would_differ
     assert np.max(np.abs(np.asarray(leaky) - res["metrics"]["r2"]["per_fold"])) > 1e-4
 
 
+def test_a_folds_kept_preprocessing_gives_the_scores_of_a_fresh_one(monkeypatch):
+    """fit_score keeps a fold's preprocessing and matrices for the next candidates of that fold: the same scores as
+    fitting them afresh (large folds, not kept), and an estimator that scales its input in place cannot change
+    what the next candidate gets."""
+    from core import registry
+    from core.context import FitContext
+    from service.services import selection as sel
+
+    rng = np.random.default_rng(0)
+    n = 300
+    a, b = rng.normal(size=n) * 10 + 3, rng.normal(size=n)
+    a[rng.random(n) < 0.1] = np.nan  # imputed with the training fold's mean
+    y = np.where(np.nan_to_num(a) + b > 3, "p", "n").astype(object)
+    data = sel.TaskData("ds_fold_cache", "y", "classification", [{"name": "a", "type": "numeric"},
+                        {"name": "b", "type": "numeric"}], {"a": a, "b": b}, y, np.arange(n))
+    folds = sel.make_folds(y, "classification", 3, True, 0)
+    knn = registry.get("knn_classifier")
+    sel._FOLDS.clear()
+
+    def scores(k):
+        return [sel.fit_score(data, knn, {"n_neighbors": k}, ["a", "b"], tr, te, ["accuracy"], FitContext())
+                ["test"]["accuracy"] for tr, te in folds]
+
+    kept = [scores(k) for k in (1, 5, 15)]
+    assert len(sel._FOLDS) == 3  # one entry per fold, shared by the three candidates
+    for entry in sel._FOLDS.values():
+        entry[1][:] = 0.0  # the kept training matrices are what is used...
+    assert [scores(k) for k in (1, 5, 15)] != kept
+    sel._FOLDS.clear()
+    monkeypatch.setattr(sel, "_FOLD_MAX_BYTES", 0)  # ...and with none kept, the scores of a fresh fit
+    assert [scores(k) for k in (1, 5, 15)] == kept and not sel._FOLDS
+    monkeypatch.setattr(sel, "_FOLD_MAX_BYTES", 64 << 20)
+
+    class InPlace(knn):  # an estimator that scales the matrix it is handed
+        def fit(self, X, y, **kw):
+            X *= 2.0
+            return super().fit(X, y, **kw)
+
+    sel.fit_score(data, InPlace, {"n_neighbors": 1}, ["a", "b"], *folds[0], ["accuracy"], FitContext())
+    assert scores(1)[0] == kept[0][0]  # the next candidate of that fold got the matrix unscaled
+
+
 def test_results_persist_across_a_restart_and_stream_over_sse(settings):
     with TestClient(create_app(settings)) as c:
         ds = upload_csv(c, iris_csv()).json()["id"]
@@ -100,6 +142,31 @@ def test_results_persist_across_a_restart_and_stream_over_sse(settings):
     with TestClient(create_app(settings)) as c:
         again = c.get(f"/v1/jobs/{job['id']}").json()
         assert again["status"] == "succeeded" and again["result"] == job["result"]
+
+
+def test_progress_per_trial_streams_over_sse(client):
+    """The parent's progress moves trial by trial ("trials=k/n" in its message) and the SSE stream carries it."""
+    import json
+
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    ds = upload_csv(client, _csv(X, y, [f"f{j}" for j in range(X.shape[1])])).json()["id"]
+    job = _submit(client, "/v1/tune", {"algorithm": "random_forest_classifier",
+                                       "params": {"n_estimators": 60, "random_state": 0},
+                                       "space": {"max_depth": [3, 5, 8, None]}, "dataset_id": ds, "target": "y",
+                                       "folds": 3, "random_state": 0, "refit": False})
+    seen = []
+    with client.stream("GET", f"/v1/jobs/{job['id']}/events", params={"interval": 0.05}) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                seen.append(json.loads(line[5:]))
+    running = [e for e in seen if e.get("status") == "running" and "trials=" in (e.get("message") or "")]
+    assert len({e["progress"] for e in running}) >= 2, seen  # several steps, not one jump to the end
+    done = [int(e["message"].split("trials=")[1].split("/")[0]) for e in running]
+    assert done == sorted(done) and all(0 <= e["progress"] <= 1 for e in running)
+    assert any(0 < e["progress"] < 1 for e in running)
+    assert seen[-1]["status"] == "succeeded" and seen[-1]["progress"] == 1.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -272,6 +339,96 @@ def test_automl_stops_trials_at_the_time_budget(client):
     assert res["n_trials"] < len(res["leaderboard"]) + len(res["not_evaluated"]) + len(res["failed"]) + 10
 
 
+def test_automl_skips_kernel_methods_past_their_row_budget(client):
+    from service.services.selection import AUTOML_GRIDS, ROW_BUDGET, automl_plan
+
+    rng = np.random.default_rng(0)
+    n = ROW_BUDGET["svm_classifier"] + 1
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0, "a", "b")
+    ds = upload_csv(client, _csv(X, y, ["u", "v"])).json()["id"]
+    job = _run(client, "/v1/automl", {"dataset_id": ds, "target": "y", "folds": 2, "random_state": 0,
+                                      "time_budget_s": 120, "algorithms": ["gaussian_nb", "svm_classifier"]})
+    res = job["result"]
+    assert [s["algorithm"] for s in res["skipped"]] == ["svm_classifier"]
+    assert "row" in res["skipped"][0]["reason"] and str(n) in res["skipped"][0]["reason"]
+    assert [r["algorithm"] for r in res["leaderboard"]] == ["gaussian_nb"]
+    assert res["n_trials"] == 1  # gaussian_nb only: no svm candidate was queued
+    # the budget's edge, on the plan itself: at the budget it is tried, one row more it is skipped
+    cols = [{"name": "u", "type": "numeric", "summary": {"min": -1.0}}]
+    for name, budget in ROW_BUDGET.items():
+        task = "regression" if "regress" in name else "classification"
+        at, _ = automl_plan(task, [name], budget, cols)
+        past, skipped = automl_plan(task, [name], budget + 1, cols)
+        assert at and not past and skipped[0]["algorithm"] == name, name
+    # on a large table exactly the plan's kernel methods are skipped
+    nonneg = [{"name": "u", "type": "numeric", "summary": {"min": 0.0}}]
+    for task in ("classification", "regression"):
+        big, skipped = automl_plan(task, None, 10**7, nonneg)
+        names = {s["algorithm"] for s in skipped}
+        assert names == {a for a, _ in AUTOML_GRIDS[task] if a in ROW_BUDGET} and names
+        assert not names & {c["algorithm"] for c in big}
+
+
+def test_automl_skips_multinomial_nb_on_negative_values_only(client):
+    from service.services.selection import automl_plan
+
+    pos = [{"name": "u", "type": "numeric", "summary": {"min": 0.0}},
+           {"name": "c", "type": "categorical", "summary": {}}]
+    neg = [*pos, {"name": "w", "type": "numeric", "summary": {"min": -0.5}}]
+    cands, skipped = automl_plan("classification", ["multinomial_nb", "gaussian_nb"], 100, pos)
+    assert {c["algorithm"] for c in cands} == {"multinomial_nb", "gaussian_nb"} and not skipped
+    cands, skipped = automl_plan("classification", ["multinomial_nb", "gaussian_nb"], 100, neg)
+    assert {c["algorithm"] for c in cands} == {"gaussian_nb"}
+    assert skipped == [{"algorithm": "multinomial_nb", "reason": skipped[0]["reason"]}] and "w" in skipped[0]["reason"]
+    # through the API, counts (non-negative) keep it in the leaderboard
+    from sklearn.datasets import load_iris
+
+    d = load_iris()
+    ds = upload_csv(client, _csv(d.data, d.target_names[d.target], ["a", "b", "c", "d"], target="s")).json()["id"]
+    res = _run(client, "/v1/automl", {"dataset_id": ds, "target": "s", "folds": 3, "random_state": 0,
+                                      "time_budget_s": 120, "algorithms": ["multinomial_nb"]})["result"]
+    assert res["skipped"] == [] and [r["algorithm"] for r in res["leaderboard"]] == ["multinomial_nb"]
+
+
+@pytest.mark.slow
+def test_automl_time_budget_is_respected_within_ten_percent(tmp_path):
+    """Many candidates, a budget they cannot all use: the job (claimed -> finished, the refit included) ends
+    within 1.1 x time_budget_s, and the trials did use the budget (generous lower bound)."""
+    from sklearn.datasets import make_classification
+
+    budget = 20.0
+    X, y = make_classification(3000, 20, n_informative=8, random_state=0)
+    settings = Settings(data_dir=tmp_path / "d", workers=2, secret_key="s", job_poll_interval=0.05)
+    with TestClient(create_app(settings)) as c:
+        q = c.app.state.runtime.queue
+        deadline = time.monotonic() + 120
+        while not all(slot.ready for slot in q._slots):
+            assert time.monotonic() < deadline, "the pool did not start"
+            time.sleep(0.05)
+        ds = upload_csv(c, _csv(X, np.where(y == 1, "p", "n"), [f"x{j}" for j in range(20)])).json()["id"]
+        job = _run(c, "/v1/automl", {"dataset_id": ds, "target": "y", "folds": 5, "random_state": 0,
+                                     "time_budget_s": budget}, timeout=300)
+        meta = c.app.state.runtime.meta
+        rec = meta.get_job(job["id"])
+
+        def since(t):
+            return None if t is None else round((t.replace(tzinfo=None) - t0).total_seconds(), 2)
+
+        t0 = rec["started_at"].replace(tzinfo=None)
+        # the trials' timeline (seconds since the job started), shown if the bound fails
+        timeline = sorted(((since(r.started_at) or -1.0), since(r.finished_at), r.status, r.payload["algorithm"],
+                           r.worker) for r in _children(meta, job["id"]))
+    res = job["result"]
+    elapsed = (rec["finished_at"] - rec["started_at"]).total_seconds()
+    assert elapsed <= 1.1 * budget, (elapsed, res, timeline)
+    assert res["elapsed_s"] <= 1.1 * budget
+    assert res["not_evaluated"], res  # many candidates: not all of them fitted in the budget...
+    assert res["search_s"] >= 0.5 * budget  # ...and the trials used it
+    assert res["refitted"]["within_budget"] and res["best_model_id"], (res, timeline)
+    assert len(res["leaderboard"]) >= 2
+
+
 # ------------------------------------------------------------------------------------------------
 # bad input: 422 before anything is queued
 # ------------------------------------------------------------------------------------------------
@@ -327,7 +484,8 @@ def _children(meta, parent_id):
     from service.storage.metadata import jobs
 
     with meta.engine.connect() as conn:
-        rows = conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.payload, jobs.c.worker)
+        rows = conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.payload, jobs.c.worker, jobs.c.started_at,
+                                   jobs.c.finished_at)
                             .where(jobs.c.kind == "trial")).all()
     return [r for r in rows if r.payload["parent_id"] == parent_id]
 

@@ -39,10 +39,13 @@ def test_linear_classifiers_explain_their_scores(name):
     X, y = _xy()
     labels = np.digitize(y, [-2, 2])
     est = registry.get(name)().fit(X, labels)
-    r = explain(est, X[:5], X[:40])
-    assert r["method"] == "linear" and r["output"] == "raw"
+    r = explain(est, X[:5], X[:40], output="margin")
+    assert r["method"] == "linear" and r["output"] == "margin"
     scores = est.decision_function(X[:5])
     np.testing.assert_allclose(r["base"] + r["phi"].sum(1), scores, atol=1e-9)
+    p = explain(est, X[:5], X[:40])  # probabilities by default, exact through the link
+    assert p["method"] == "linear" and p["output"] == "probability"
+    np.testing.assert_allclose(p["base"] + p["phi"].sum(1), est.predict_proba(X[:5]), rtol=0, atol=1e-12)
 
 
 def test_linear_groups_sum_columns():

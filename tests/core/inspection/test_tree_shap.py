@@ -175,8 +175,8 @@ def test_against_shap_tree_explainer(kind, rows):
 def test_explain_auto_picks_tree_and_expands_binary_scores():
     X, y_num = _data()
     est = _fit("gradient_boosting_classifier", {"max_iter": 4}, "clf2", X, y_num)
-    r = explain(est, X[:3], X[10:30])
-    assert r["method"] == "tree" and r["output"] == "raw"
+    r = explain(est, X[:3], X[10:30], output="margin")
+    assert r["method"] == "tree" and r["output"] == "margin"
     assert r["phi"].shape == (3, 6, 2)
     np.testing.assert_allclose(r["phi"][:, :, 0], -r["phi"][:, :, 1])
     np.testing.assert_allclose(r["base"][1] + r["phi"][:, :, 1].sum(1), est.decision_function(X[:3]), atol=1e-9)
