@@ -49,6 +49,8 @@ def neighbor_weights(dist: np.ndarray, weights: str) -> np.ndarray | None:
 class KNNMixin:
     """fit / kneighbors shared by the classifier and the regressor."""
 
+    lazy_learner = True
+
     def _fit_index(self, X: np.ndarray, p: dict) -> NeighborIndex:
         if p["n_neighbors"] > X.shape[0]:
             raise DataError(

@@ -88,6 +88,7 @@ class HistGradientBoostingMixin:
     native_categorical = True
     reports_progress = True
     fit_memory = boosting_fit()  # peak memory model (core/memory.py)
+    uses_hist_workers = True  # the service sets n_jobs (when a request leaves it null) from ORCHARD_HIST_WORKERS
 
     @classmethod
     def _example_params(cls) -> dict:
