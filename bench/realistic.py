@@ -91,7 +91,7 @@ def cases():
         _case("svc_digits", D.digits, _ours("svm_classifier"), lambda: svm.SVC(), "accuracy"),
         _case("knn_clf_digits", D.digits, _ours("knn_classifier"), lambda: neighbors.KNeighborsClassifier(n_jobs=1),
               "accuracy"),
-        _case("mlp_clf_digits", D.digits, _ours("mlp_classifier", max_iter=50, random_state=0),
+        _case("mlp_clf_digits", D.digits_scaled, _ours("mlp_classifier", max_iter=50, random_state=0),
               lambda: neural_network.MLPClassifier(max_iter=50, random_state=0), "accuracy"),
         _case("hgb_clf_synth100k", sc,
               _ours("gradient_boosting_classifier", max_iter=50, early_stopping=False, random_state=0),
