@@ -34,7 +34,7 @@ def assign_euclidean(X, C, x_sq=None, *, return_dist=True):
     labels = np.empty(n, dtype=np.intp)
     dist = np.empty(n) if return_dist else None
     c_sq = row_norms_sq(C)
-    if x_sq is None:
+    if x_sq is None and return_dist:
         x_sq = row_norms_sq(X)
     C2 = -2.0 * C
     for s in range(0, n, _CHUNK):
