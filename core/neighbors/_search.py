@@ -24,7 +24,6 @@ features, a Minkowski-family metric and ``k < n_train / 2`` (scikit-learn's rule
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -173,10 +172,10 @@ class NeighborIndex:
             # one block, values computed in scikit-learn's operation order: the k-th smallest
             # value is the bound, so every tie at the boundary is a candidate
             R = self._exact_block(A)
-            # (below 2,048 training rows every ~sqrt(n / k)-th column: a partition of n / step columns and
-            # ~k * step candidates per row balance; a partition of the whole block cost 3-10x more)
-            step = n // 1024 if n >= 2048 else max(2, math.isqrt(n // max(k, 1)))
-            if step >= 2 and 4 * k <= R[:, ::step].shape[1]:
+            # (every other column at least: a partition of the whole block costs more than the extra
+            # candidates the looser bound lets through)
+            step = max(2, n // 1024)
+            if 4 * k <= R[:, ::step].shape[1]:
                 # the k-th smallest of a strided subset is an actual value >= the k-th smallest
                 # overall: a valid bound with ties included, at a fraction of a full partition
                 sub = R[:, ::step]
