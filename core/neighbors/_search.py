@@ -172,10 +172,8 @@ class NeighborIndex:
             # one block, values computed in scikit-learn's operation order: the k-th smallest
             # value is the bound, so every tie at the boundary is a candidate
             R = self._exact_block(A)
-            # (every other column at least: a partition of the whole block costs more than the extra
-            # candidates the looser bound lets through)
-            step = max(2, n // 1024)
-            if 4 * k <= R[:, ::step].shape[1]:
+            step = n // 1024
+            if step >= 2 and k <= R[:, ::step].shape[1]:
                 # the k-th smallest of a strided subset is an actual value >= the k-th smallest
                 # overall: a valid bound with ties included, at a fraction of a full partition
                 sub = R[:, ::step]
