@@ -112,7 +112,7 @@ class HistogramBuilder:
         self._chunk = max(chunk, 1)
         self._Y = [None, None]  # accumulation buffers (the second for part 1 without a worker)
         self._root_counts = None  # (F, n_bins) count histogram of all rows, computed on first use
-        self.hist_buffers: list = []  # free (2, 3, F, n_bins) buffers of grow_tree, reused across trees
+        self.hist_buffers: list = []  # free (2, 3, F, n_bins) buffers of the grower, reused across trees
         self._worker = None
         self.worker_peak_traced = 0  # the worker's tracemalloc peak (bytes), when tracing at its start
 

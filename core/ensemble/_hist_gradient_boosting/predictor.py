@@ -321,7 +321,7 @@ def route_tree(cols, root, feat, thr, mleft, left, right, value, internal, out, 
 
 
 def predict_nodes_binned(nodes: dict, XbT: np.ndarray, missing_bin: int, out: np.ndarray) -> None:
-    """Add the output of one freshly grown tree (``grow_tree`` lists) on binned data to ``out``."""
+    """Add the output of one freshly grown tree (``TreeGrower.grow`` lists) on binned data to ``out``."""
     left = np.asarray(nodes["left"], dtype=np.intp)
     internal = left != np.arange(len(left))
     cats = nodes.get("cats") or {}
