@@ -65,7 +65,12 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
         loss = np.zeros(m)
         mistakes = np.zeros(m)
         act = active.astype(float)
-        for start in range(0, n, _BLOCK):
+        if m == 1:  # one problem (two classes): scalars where the general loop has length-1 arrays
+            loss[0], mistakes[0] = _epoch_binary(X, T[:, 0], scale, W, b, order, x_norm, fit_intercept)
+            n_seen = 0
+        else:
+            n_seen = n
+        for start in range(0, n_seen, _BLOCK):
             idx = order[start : start + _BLOCK]
             Xb, Tb = X[idx], T[idx]
             counts = in_problem[idx] & active
@@ -112,6 +117,50 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
         if not active.any():
             break
     return W, b, n_iter
+
+
+def _epoch_binary(X, t_all, scale, W, b, order, x_norm, fit_intercept):
+    """One epoch of ``_train_perceptrons`` with a single problem (targets +-1, active): the same block scan with
+    the margins, bounds and bookkeeping of one problem as 1-d arrays and Python floats (the same IEEE operations
+    in the same order as the general loop, so the same weights).  Updates ``W`` (1, d) and ``b`` (1,) in place;
+    returns the epoch's (loss, mistakes)."""
+    n = len(order)
+    loss, mistakes = 0.0, 0.0
+    w = W[0]
+    for start in range(0, n, _BLOCK):
+        idx = order[start : start + _BLOCK]
+        Xb, tb = X[idx], t_all[idx]
+        z = Xb @ w
+        z += b[0]
+        w_norm = float(np.sqrt(w @ w) + abs(b[0])) + 1.0
+        bound = _SLACK * x_norm[idx]
+        pos, size = 0, len(idx)
+        while pos < size:
+            cand = tb[pos:] * z[pos:] <= w_norm * bound[pos:]
+            r = int(cand.argmax())
+            if not cand[r]:
+                break
+            r += pos
+            i = idx[r]
+            x = X[i]
+            t = float(tb[r])
+            margin = t * float((W @ x + b)[0])
+            if margin <= 0.0:
+                loss -= margin
+                mistakes += 1.0
+                u = (scale[i] * 1.0) * t
+                w += u * x
+                if fit_intercept:
+                    b[0] += u
+                if r + 1 < size:
+                    k = Xb[r + 1 :] @ x
+                    if fit_intercept:
+                        k += 1.0
+                    k *= u
+                    z[r + 1 :] += k
+                    w_norm += abs(u) * x_norm[i]
+            pos = r + 1
+    return loss, mistakes
 
 
 @register
