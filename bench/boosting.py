@@ -4,7 +4,7 @@
 
 Prints the load average, then ``--rounds`` interleaved rounds of fit timings (wall
 and CPU time) for ours (default workers: two processes on a machine with two CPUs and
-no ``OMP_NUM_THREADS``; and one worker, ``N_WORKERS = 1``) and scikit-learn (default OpenMP
+``n_jobs=2``; and one worker, ``n_jobs=1``) and scikit-learn (default OpenMP
 threads; and one thread via threadpoolctl), with the ratios of each round; then a markdown
 table of fit time (median over rounds), fit peak memory (tracemalloc: NumPy buffers are
 traced; ours adds the worker process's own traced peak and the shared mapping, which
@@ -30,7 +30,8 @@ from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from core.ensemble import _hist_gbm_tree  # noqa: E402
+from core.ensemble._hist_gradient_boosting import histogram as _histogram  # noqa: E402
+from core.ensemble._hist_gradient_boosting.histogram import max_workers  # noqa: E402
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier  # noqa: E402
 
 
@@ -62,14 +63,18 @@ def timed_cpu(fn, repeat):
     return best[0], best[1], out
 
 
+N_JOBS = 2  # ours by default: two processes (at most the CPUs)
+
+
 def with_workers(fn, n_workers):
     def run():
-        saved = _hist_gbm_tree.N_WORKERS
-        _hist_gbm_tree.N_WORKERS = n_workers
+        global N_JOBS
+        saved = N_JOBS
+        N_JOBS = n_workers
         try:
             return fn()
         finally:
-            _hist_gbm_tree.N_WORKERS = saved
+            N_JOBS = saved
     return run
 
 
@@ -77,14 +82,14 @@ def peak_memory(fn):
     """MiB: tracemalloc's peak during ``fn``, plus (ours) the worker process's traced peak and the shared
     mapping of each histogram builder used (not seen by tracemalloc)."""
     extra = []
-    exit_ = _hist_gbm_tree.HistogramBuilder.__exit__
+    exit_ = _histogram.HistogramBuilder.__exit__
 
     def counting_exit(self, *exc):
         exit_(self, *exc)
         if self.shared is not None:
             extra.append(self.worker_peak_traced + self.shared.nbytes)
 
-    _hist_gbm_tree.HistogramBuilder.__exit__ = counting_exit
+    _histogram.HistogramBuilder.__exit__ = counting_exit
     tracemalloc.start()
     tracemalloc.reset_peak()
     try:
@@ -92,7 +97,7 @@ def peak_memory(fn):
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        _hist_gbm_tree.HistogramBuilder.__exit__ = exit_
+        _histogram.HistogramBuilder.__exit__ = exit_
     return (peak + sum(extra)) / 2**20
 
 
@@ -111,14 +116,14 @@ def main():
     kw = dict(max_iter=args.max_iter, early_stopping=False, random_state=0)
 
     def ours():
-        return GradientBoostingClassifier(**kw).fit(X, y)
+        return GradientBoostingClassifier(**kw, n_jobs=N_JOBS).fit(X, y)
 
     def sk():
         return HistGradientBoostingClassifier(**kw).fit(X, y)
 
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC; "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"ours N_WORKERS={_hist_gbm_tree.N_WORKERS}")
+          f"ours n_jobs={N_JOBS} ({max_workers(N_JOBS)} processes)")
     ours(), sk()  # warm-up (imports, thread pools)
     print()
     print("| round | ours wall (cpu) | ours 1 worker wall (cpu) | sklearn default wall (cpu) "

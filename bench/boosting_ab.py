@@ -3,7 +3,7 @@
     python bench/boosting_ab.py ROUNDS SPEC [SPEC ...]
 
 SPEC is ``<path to a checkout or export>:<workers>`` (ours; workers sets
-``core.ensemble._hist_gbm_tree.N_WORKERS``) or ``sklearn:<threads>`` (0 = scikit-learn's
+the estimator's ``n_jobs``) or ``sklearn:<threads>`` (0 = scikit-learn's
 default threads, else threadpoolctl's limit).  Each entry fits make_classification(50000, 20)
 with max_iter=100, early_stopping=False and prints the best of 3 fits: wall (CPU of the process and its reaped children).
 Entries run one after the other in each round, so all see similar machine load.
@@ -39,9 +39,13 @@ code = r'''
 import contextlib, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from sklearn.datasets import make_classification
-import core.ensemble._hist_gbm_tree as T
+import functools
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier as Model
-T.N_WORKERS = int(sys.argv[2])
+if "n_jobs" in Model.params:  # the worker count is the n_jobs parameter
+    Model = functools.partial(Model, n_jobs=int(sys.argv[2]))
+else:  # engines before it: a module attribute
+    import core.ensemble._hist_gbm_tree as T
+    T.N_WORKERS = int(sys.argv[2])
 limits = contextlib.nullcontext()
 ''' + _TIMED
 

@@ -3,7 +3,7 @@
     python bench/boosting_floor.py [--rounds 3]
 
 Fits make_classification(50000, 20, n_informative=10) with max_iter=100, early_stopping=False (ours on
-one process: N_WORKERS = 1) with process-CPU timers around the parts of the fit, alternating with scikit-learn's
+one process: n_jobs=1) with process-CPU timers around the parts of the fit, alternating with scikit-learn's
 HistGradientBoostingClassifier (default threads and one thread). Per round it prints ours' CPU time split
 into: the sparse histogram product (``csc_matvecs``, the compiled kernel), the row gathers feeding it,
 the partitions of node rows, cumulative sums, split scoring, and the rest (per-node Python, losses,
@@ -27,7 +27,9 @@ from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from core.ensemble import _hist_gbm_tree as T  # noqa: E402
+from core.ensemble._hist_gradient_boosting import grower as G  # noqa: E402
+from core.ensemble._hist_gradient_boosting import histogram as T  # noqa: E402
+from core.ensemble._hist_gradient_boosting import splitting as S  # noqa: E402
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier  # noqa: E402
 
 clock = time.process_time
@@ -49,8 +51,8 @@ def instrument():
     for name in ("accumulate", "root_part", "partition", "_partition_parts"):
         # (one process partitions a node's two row parts in one pass: _partition_parts)
         setattr(T.HistogramBuilder, name, timed(name.strip("_").replace("_parts", ""), getattr(T.HistogramBuilder, name)))
-    T._cumsum_bins = timed("cumsum", T._cumsum_bins)
-    T._SplitFinder.__call__ = timed("scoring", T._SplitFinder.__call__)
+    G.cumsum_bins = timed("cumsum", G.cumsum_bins)
+    S.SplitFinder.__call__ = timed("scoring", S.SplitFinder.__call__)
 
 
 def main():
@@ -59,7 +61,6 @@ def main():
     args = ap.parse_args()
     X, y = make_classification(50_000, 20, n_informative=10, random_state=0)
     kw = dict(max_iter=100, early_stopping=False, random_state=0)
-    T.N_WORKERS = 1
     instrument()
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -30,10 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sklearn.datasets import make_classification  # noqa: E402
 
 from core.context import FitContext  # noqa: E402
-from core.ensemble import _hist_gbm as H  # noqa: E402
-from core.ensemble import _hist_gbm_tree as T  # noqa: E402
-from core.ensemble import _hist_gbm_worker as W  # noqa: E402
-from core.ensemble._binning import BinMapper  # noqa: E402
+from core.ensemble._hist_gradient_boosting import gradient_boosting as H  # noqa: E402
+from core.ensemble._hist_gradient_boosting import histogram as T  # noqa: E402
+from core.ensemble._hist_gradient_boosting import splitting as S  # noqa: E402
+from core.ensemble._hist_gradient_boosting import worker as W  # noqa: E402
+from core.ensemble._hist_gradient_boosting.binning import BinMapper  # noqa: E402
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier  # noqa: E402
 
 KW = dict(max_iter=100, early_stopping=False, random_state=0)
@@ -97,7 +98,7 @@ def threads():
     for hb in builders:
         hb.g[0] = rng.normal(size=n)
         hb.h[0] = rng.random(n)
-    finders = [T._SplitFinder(F, 256, None, 0.0, 20, False, False) for _ in range(2)]
+    finders = [S.SplitFinder(F, 256, None, 0.0, 20, False, False) for _ in range(2)]
     bufs = [np.empty((2, 3, F, 256)) for _ in range(2)]
     parent = np.cumsum(rng.random((3, F, 256)), axis=-1)
     nodes = {}
@@ -110,7 +111,7 @@ def threads():
     def work(i, m):
         parts, n_left = nodes[m]
         _, _, hist = builders[i].split(parts, (0, 1, 2), 3, 100, False, None, n_left, 0, out=bufs[i][1])
-        T._cumsum_bins(hist, out=bufs[i][0])
+        S.cumsum_bins(hist, out=bufs[i][0])
         np.subtract(parent, bufs[i][0], out=bufs[i][1])
         with np.errstate(divide="ignore", invalid="ignore"):  # as grow_tree
             finders[i](bufs[i], [1.0, 2.0], [100.0, 200.0], [float(n_left), float(m - n_left)])
@@ -138,10 +139,7 @@ def threads():
 
 def order():
     X, y = data()
-    saved = T.N_WORKERS
-    T.N_WORKERS = 1
-    m = GradientBoostingClassifier(**KW).fit(X, y)
-    T.N_WORKERS = saved
+    m = GradientBoostingClassifier(**KW, n_jobs=1).fit(X, y)
     E = m._ensemble
     child_next = total = 0
     for a, b in E.tree_slices:
@@ -181,12 +179,12 @@ def profile():
     timed(T.HistogramBuilder, "root_hist", "root histograms")
     timed(W.RowWorker, "wait", "waiting for the worker")
     timed(T, "_cumsum_bins", "cumulative sums")
-    timed(T._SplitFinder, "__call__", "scoring")
+    timed(S.SplitFinder, "__call__", "scoring")
     timed(W, "_recv", "waiting for a command")
     timed(BinMapper, "fit_transform_T", "binning")
     timed(T.HistogramBuilder, "gradients", "gradients (its row part, waiting included)")
     timed(T.HistogramBuilder, "add_leaf_values", "leaf values into the raw predictions (its row part, waiting included)")
-    timed(H, "grow_tree", "growing trees (splits, cumulative sums, scoring, root histograms and the rest)")
+    timed(H.TreeGrower, "grow", "growing trees (splits, cumulative sums, scoring, root histograms and the rest)")
     out = f"/tmp/boosting_workers_{main}.txt"
     real_exit = os._exit
 
@@ -197,17 +195,14 @@ def profile():
         real_exit(code)
 
     os._exit = reporting_exit
-    saved = T.N_WORKERS
-    T.N_WORKERS = 2
     try:
-        GradientBoostingClassifier(max_iter=5, early_stopping=False).fit(X, y)  # warm-up
+        GradientBoostingClassifier(max_iter=5, early_stopping=False, n_jobs=2).fit(X, y)  # warm-up
         acc.clear()
         t = time.perf_counter()
-        GradientBoostingClassifier(**KW).fit(X, y)
+        GradientBoostingClassifier(**KW, n_jobs=2).fit(X, y)
         total = time.perf_counter() - t
     finally:
         os._exit = real_exit
-        T.N_WORKERS = saved
         for owner, name, fn in reversed(patched):
             setattr(owner, name, fn)
     with open(out) as f:
@@ -249,21 +244,20 @@ def cow():
             seen.append((_memory(pids[-1]), _memory(os.getpid())))
 
     W.RowWorker.__init__ = recording_init
-    saved = T.N_WORKERS, gc.freeze, gc.unfreeze
-    T.N_WORKERS = 2
+    saved = gc.freeze, gc.unfreeze
     try:
         for freeze in (True, False):
             if not freeze:
                 gc.freeze = gc.unfreeze = lambda: None
             seen = []
-            GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(
+            GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2).fit(
                 X, y, ctx=FitContext(on_progress=collect_at_2, min_interval=0.0))
             worker, parent = seen[0]
             print(f"gc.collect() mid-fit, {'with' if freeze else 'without'} gc.freeze(): private dirty MiB "
                   f"worker {worker['Private_Dirty']}, parent {parent['Private_Dirty']} "
                   f"(PSS {worker['Pss']} / {parent['Pss']})")
     finally:
-        T.N_WORKERS, gc.freeze, gc.unfreeze = saved
+        gc.freeze, gc.unfreeze = saved
         W.RowWorker.__init__ = init
 
 

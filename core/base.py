@@ -60,6 +60,9 @@ class Estimator:
     has_predict_std: ClassVar[bool] = False
     # whether the service should standardise numeric inputs before this estimator
     needs_scaling: ClassVar[bool] = False
+    # lazy learners: predicting a row compares it with (many of) the training rows, so scoring the training set
+    # costs ~ n^2; the service measures their training metrics on a bounded sample of rows
+    lazy_learner: ClassVar[bool] = False
     # peak memory of a fit from the data's shape and the params (core/memory.py); families set their model
     fit_memory: ClassVar = classmethod(generic_fit)
 

@@ -68,6 +68,8 @@ class KMeans(Clusterer):
 
     def predict(self, X):
         X = self._check(X)
+        if self.metric == "euclidean":  # labels only: no distances
+            return eng.assign_euclidean(X, self.cluster_centers_, return_dist=False)[0]
         return eng.assign(eng.prepare(X, self.metric), self.cluster_centers_, self.metric)[0]
 
     def transform(self, X):

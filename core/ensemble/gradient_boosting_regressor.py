@@ -7,8 +7,8 @@ from ..context import NULL_CONTEXT
 from ..params import Choice
 from ..registry import register
 from ..validation import check_X_y
-from ._hist_gbm import COMMON_PARAMS, HistGradientBoostingMixin
-from ._hist_gbm_loss import AbsoluteError, SquaredError
+from ._hist_gradient_boosting.gradient_boosting import COMMON_PARAMS, HistGradientBoostingMixin
+from ._hist_gradient_boosting.loss import AbsoluteError, SquaredError
 
 __all__ = ["GradientBoostingRegressor"]
 

@@ -104,6 +104,7 @@ def laplace_log_marginal_likelihood(kernel, X, y, max_iter=100, eval_gradient=Fa
 @register
 class GaussianProcessClassifier(Classifier):
     name = "gaussian_process_classifier"
+    lazy_learner = True
     summary = ("Gaussian process classification (Laplace approximation, logistic likelihood); "
                "kernel fitted by maximising the evidence; multiclass one-vs-rest.")
     fit_memory = kernel_fit(10, "covariance")  # n x n matrices as the regressor's (core/memory.py)

@@ -99,6 +99,7 @@ def maximise_evidence(kernel, lml_and_grad, n_restarts, rng, ctx=NULL_CONTEXT):
 @register
 class GaussianProcessRegressor(Regressor):
     name = "gaussian_process_regressor"
+    lazy_learner = True
     fit_memory = kernel_fit(10, "covariance")  # peak memory model (core/memory.py)
     summary = "Gaussian process regression: mean and std; kernel fitted by maximising the evidence."
     params = {

@@ -31,6 +31,7 @@ __all__ = ["KernelPerceptron"]
 @register
 class KernelPerceptron(Classifier):
     name = "kernel_perceptron"
+    lazy_learner = True
     fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Dual (kernel) perceptron with any kernel; multiclass one-vs-rest."
     params = {

@@ -30,6 +30,7 @@ __all__ = ["KernelRidgeRegression"]
 @register
 class KernelRidgeRegression(Regressor):
     name = "kernel_ridge_regression"
+    lazy_learner = True
     fit_memory = kernel_fit(2)  # peak memory model (core/memory.py)
     summary = "Kernel ridge regression: dual coefficients (K + alpha I)^-1 y with any kernel."
     params = {

@@ -36,6 +36,7 @@ class LocallyWeightedRegression(Regressor):
     """Gaussian-kernel weighted least squares fitted afresh at every query point."""
 
     name = "locally_weighted_regression"
+    lazy_learner = True
     summary = "Locally weighted linear regression (Gaussian weights, bandwidth tau), solved per query."
     supports_sample_weight = True
     needs_scaling = True

@@ -29,9 +29,20 @@ from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
 from ._common import binary_labels, linear_scores
 
+_BLOCK = 256  # rows whose margins are computed with one matrix product
+_SLACK = 1e-8  # relative bound under which a margin from the running products is checked exactly
+
 
 def _train_perceptrons(X, T, s, p, rng, ctx):
-    """T: (n, m) targets in {-1, 0, +1} (0 = sample not in sub-problem m).  Returns W (m, d), b (m,)."""
+    """T: (n, m) targets in {-1, 0, +1} (0 = sample not in sub-problem m).  Returns W (m, d), b (m,).
+
+    Samples are visited one at a time, as Rosenblatt's rule says, but only mistakes cost Python work: the
+    margins of a block of the epoch's order are one matrix product, kept current after each update
+    ``w += u x_r`` by ``z_i += u (x_i . x_r + 1)`` for the block's later rows.  A row is checked exactly
+    (``t (W x + b)`` with the current weights, as a sample-by-sample loop computes it) when its running margin
+    is below a bound far above rounding (``_SLACK``), so the updates, their order and the weights are those
+    of the sample-by-sample loop, bit for bit.  Problems already stopped (``active`` False) never update, so
+    only active ones make a row a candidate."""
     n, d = X.shape
     m = T.shape[1]
     W = np.zeros((m, d))
@@ -44,8 +55,8 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
     stall = np.zeros(m, dtype=int)
     n_part = np.maximum((T != 0).sum(axis=0), 1)
     order = np.arange(n)
-    rows = [X[i] for i in range(n)]
-    Tl = [T[i] for i in range(n)]
+    in_problem = T != 0
+    x_norm = np.sqrt(np.einsum("ij,ij->i", X, X)) + 1.0
     scale = eta0 * s
     n_iter = 0
     for n_iter in range(1, p["max_iter"] + 1):
@@ -54,18 +65,46 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
         loss = np.zeros(m)
         mistakes = np.zeros(m)
         act = active.astype(float)
-        for i in order:
-            x = rows[i]
-            t = Tl[i]
-            margin = t * (W @ x + b)
-            mis = (margin <= 0.0) & (t != 0)
-            if mis.any():
-                loss -= np.where(mis, margin, 0.0)
-                mistakes += mis
-                u = (scale[i] * act) * np.where(mis, t, 0.0)
-                W += np.outer(u, x)
-                if fit_intercept:
-                    b += u
+        if m == 1:  # one problem (two classes): scalars where the general loop has length-1 arrays
+            loss[0], mistakes[0] = _epoch_binary(X, T[:, 0], scale, W, b, order, x_norm, fit_intercept)
+            n_seen = 0
+        else:
+            n_seen = n
+        for start in range(0, n_seen, _BLOCK):
+            idx = order[start : start + _BLOCK]
+            Xb, Tb = X[idx], T[idx]
+            counts = in_problem[idx] & active
+            Z = Xb @ W.T
+            Z += b
+            w_norm = float(np.sqrt(np.einsum("ij,ij->i", W, W)).max() + np.abs(b).max()) + 1.0
+            slack = (_SLACK * w_norm) * x_norm[idx]
+            pos = 0
+            while pos < len(idx):
+                cand = ((Tb[pos:] * Z[pos:] <= slack[pos:, None]) & counts[pos:]).any(axis=1)
+                r = int(cand.argmax())
+                if not cand[r]:
+                    break
+                r += pos
+                i = idx[r]
+                x = X[i]
+                t = T[i]
+                margin = t * (W @ x + b)
+                mis = (margin <= 0.0) & (t != 0)
+                if mis.any():
+                    loss -= np.where(mis, margin, 0.0)
+                    mistakes += mis
+                    u = (scale[i] * act) * np.where(mis, t, 0.0)
+                    W += np.outer(u, x)
+                    if fit_intercept:
+                        b += u
+                    if r + 1 < len(idx):
+                        k = Xb[r + 1 :] @ x
+                        if fit_intercept:
+                            k += 1.0
+                        Z[r + 1 :] += k[:, None] * u
+                        w_norm += float(np.abs(u).max()) * x_norm[i]
+                        slack[r + 1 :] = (_SLACK * w_norm) * x_norm[idx[r + 1 :]]
+                pos = r + 1
         ctx.step(n_iter, p["max_iter"])
         # per-problem stopping (sklearn's rule), frozen problems stop updating
         if tol is not None:
@@ -78,6 +117,50 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
         if not active.any():
             break
     return W, b, n_iter
+
+
+def _epoch_binary(X, t_all, scale, W, b, order, x_norm, fit_intercept):
+    """One epoch of ``_train_perceptrons`` with a single problem (targets +-1, active): the same block scan with
+    the margins, bounds and bookkeeping of one problem as 1-d arrays and Python floats (the same IEEE operations
+    in the same order as the general loop, so the same weights).  Updates ``W`` (1, d) and ``b`` (1,) in place;
+    returns the epoch's (loss, mistakes)."""
+    n = len(order)
+    loss, mistakes = 0.0, 0.0
+    w = W[0]
+    for start in range(0, n, _BLOCK):
+        idx = order[start : start + _BLOCK]
+        Xb, tb = X[idx], t_all[idx]
+        z = Xb @ w
+        z += b[0]
+        w_norm = float(np.sqrt(w @ w) + abs(b[0])) + 1.0
+        bound = _SLACK * x_norm[idx]
+        pos, size = 0, len(idx)
+        while pos < size:
+            cand = tb[pos:] * z[pos:] <= w_norm * bound[pos:]
+            r = int(cand.argmax())
+            if not cand[r]:
+                break
+            r += pos
+            i = idx[r]
+            x = X[i]
+            t = float(tb[r])
+            margin = t * float((W @ x + b)[0])
+            if margin <= 0.0:
+                loss -= margin
+                mistakes += 1.0
+                u = (scale[i] * 1.0) * t
+                w += u * x
+                if fit_intercept:
+                    b[0] += u
+                if r + 1 < size:
+                    k = Xb[r + 1 :] @ x
+                    if fit_intercept:
+                        k += 1.0
+                    k *= u
+                    z[r + 1 :] += k
+                    w_norm += abs(u) * x_norm[i]
+            pos = r + 1
+    return loss, mistakes
 
 
 @register

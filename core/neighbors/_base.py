@@ -49,6 +49,8 @@ def neighbor_weights(dist: np.ndarray, weights: str) -> np.ndarray | None:
 class KNNMixin:
     """fit / kneighbors shared by the classifier and the regressor."""
 
+    lazy_learner = True
+
     def _fit_index(self, X: np.ndarray, p: dict) -> NeighborIndex:
         if p["n_neighbors"] > X.shape[0]:
             raise DataError(
@@ -59,7 +61,9 @@ class KNNMixin:
             from ..params import ParamError
 
             raise ParamError("algorithm", "kd_tree does not support metric='cosine'; use brute")
-        return NeighborIndex(X.copy(), p["metric"], p["p"], p["algorithm"], p["n_neighbors"])
+        # the training array itself, as scikit-learn keeps it (a copy of a large table costs more than the
+        # rest of the fit): changing that array after fit changes the model; fit on a copy to keep them apart
+        return NeighborIndex(X, p["metric"], p["p"], p["algorithm"], p["n_neighbors"])
 
     def kneighbors(self, X, n_neighbors: int | None = None):
         """Distances and training indices of the nearest neighbours, sorted (distance, index)."""

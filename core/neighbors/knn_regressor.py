@@ -28,7 +28,7 @@ class KNNRegressor(KNNMixin, Regressor):
         p = self._validated_params()
         X, y = check_X_y(X, y, y_numeric=True)
         index = self._fit_index(X, p)
-        self.y_ = y.astype(np.float64).copy()
+        self.y_ = np.array(y, dtype=np.float64)  # one copy
         self.index_ = index
         self.n_neighbors_ = p["n_neighbors"]
         self.weights_ = p["weights"]

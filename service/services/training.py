@@ -441,6 +441,22 @@ def make_preprocessor(cls, options: dict | None) -> TablePreprocessor:
                              native_categorical=encode == "native" and bool(cls.native_categorical))
 
 
+def _settings():
+    """The settings of the job this process runs (a fresh read of the environment outside a job)."""
+    from ..settings import Settings
+    from .jobs import CURRENT_SETTINGS
+
+    return CURRENT_SETTINGS[0] or Settings()
+
+
+def training_sample(cls, idx: np.ndarray, limit: int, seed: int) -> np.ndarray | None:
+    """Positions (sorted) into ``idx`` of the training rows a lazy learner's training metrics are measured on:
+    a seeded random sample of ``limit`` rows when it has more, else None (every row)."""
+    if not getattr(cls, "lazy_learner", False) or len(idx) <= limit:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(len(idx), size=limit, replace=False))
+
+
 def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None,
                 timings: dict | None = None, prepared: tuple | None = None):
     """Preprocessing fitted on the rows ``idx``, then the estimator; ``timings`` (if given) receives the
@@ -455,7 +471,10 @@ def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, o
         cols_sub = {k: v[idx] for k, v in columns.items()}
         pre.fit(cols_sub, types)
         X = pre.transform(cols_sub)
-    est = cls(**params)
+    est_params = params
+    if getattr(cls, "uses_hist_workers", False) and params.get("n_jobs") is None:
+        est_params = {**params, "n_jobs": _settings().hist_workers}  # the model record keeps the request's params
+    est = cls(**est_params)
     kw: dict[str, Any] = {"ctx": ctx}
     if cls.native_categorical and pre.categorical_mask_.any():
         kw["categorical_features"] = pre.categorical_mask_
@@ -515,6 +534,19 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
         X = b.matrix({kk: v[idx] for kk, v in columns.items()}) if X is None else X
         return evaluate_matrix(b, X, None if y is None else y[idx], include_curves=False)["metrics"]
 
+    def measure_training(b, idx, X):
+        """metrics.training: every training row, or a lazy learner's bounded sample (noted)."""
+        limit = _settings().training_metrics_max_rows
+        pick = training_sample(cls, idx, limit, seed)
+        if pick is None:
+            return measure(b, idx, X)
+        m = measure(b, idx[pick], X[pick])
+        m["sampled_rows"] = int(len(pick))
+        notes.append(f"metrics.training was measured on a seeded random sample of {len(pick)} of the {len(idx)} "
+                     f"training rows: {cls.name} predicts by comparing each row with the training rows, so scoring "
+                     "them all would cost their number squared (ORCHARD_TRAINING_METRICS_MAX_ROWS)")
+        return m
+
     if validation.get("cv"):
         k = int(validation["cv"])
         splitter = (StratifiedKFold(k, shuffle=True, random_state=seed) if stratify
@@ -526,7 +558,7 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
         metrics["validation"] = _mean_metrics(fold_metrics)
         metrics["validation"]["folds"] = k
         bundle, Xtr = fit(rows, ctx.child(k / (k + 1), 1.0))
-        metrics["training"] = measure(bundle, rows, Xtr)
+        metrics["training"] = measure_training(bundle, rows, Xtr)
     elif holdout:
         if time_column:
             t = cols[time_column].values[rows]
@@ -549,16 +581,16 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
             metrics["validation"]["time_column"] = time_column
         if refit:
             bundle, Xtr = fit(rows, ctx.child(0.5, 1.0))
-            metrics["training"] = measure(bundle, rows, Xtr)
+            metrics["training"] = measure_training(bundle, rows, Xtr)
             notes.append(f"validation metrics come from a model fitted on {len(train_idx)} rows; the saved model "
                          f"was refitted on all {len(rows)} rows (refit: true)")
         else:
-            metrics["training"] = measure(bundle, train_idx, Xtr)
+            metrics["training"] = measure_training(bundle, train_idx, Xtr)
             notes.append(f"the model was fitted on {len(train_idx)} rows; {len(test_idx)} rows were held out for "
                          "validation (set validation.refit to fit the saved model on every row)")
     else:
         bundle, Xtr = fit(rows, ctx)
-        metrics["training"] = measure(bundle, rows, Xtr)
+        metrics["training"] = measure_training(bundle, rows, Xtr)
         if cls.task in SUPERVISED:
             notes.append(f"no validation was requested: the model was fitted on all {len(rows)} rows and "
                          "metrics.training is measured on those same rows (optimistic); ask for "

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from core.context import FitCancelled, FitContext
-from core.ensemble._binning import BinMapper
-from core.ensemble._hist_gbm_loss import (
+from core.ensemble._hist_gradient_boosting.binning import BinMapper
+from core.ensemble._hist_gradient_boosting.loss import (
     AbsoluteError,
     BinaryLogLoss,
     MultinomialLogLoss,
@@ -59,7 +59,7 @@ def test_binary_log_loss_sigmoid_matches_expit_to_a_few_ulps_over_the_whole_rang
     to 4 ulps, saturates to exactly 0 and 1, and never warns on overflow."""
     from scipy.special import expit
 
-    from core.ensemble._hist_gbm_loss import _sigmoid
+    from core.ensemble._hist_gradient_boosting.loss import _sigmoid
 
     raw = np.concatenate([np.linspace(-745, 745, 20_001), [-1e308, -710.0, -709.0, 0.0, 37.0, 1e308]])
     with warnings.catch_warnings():
@@ -412,7 +412,7 @@ def test_categorical_missing_is_its_own_category_and_batch_equals_single_rows():
 
 
 def test_quantile_edges_match_numpy_percentile():
-    from core.ensemble._binning import _quantiles_sorted
+    from core.ensemble._hist_gradient_boosting.binning import _quantiles_sorted
 
     rng = np.random.default_rng(0)
     for n in (256, 300, 999, 12345):
@@ -423,7 +423,7 @@ def test_quantile_edges_match_numpy_percentile():
 
 def test_histograms_without_scipys_private_kernel_give_the_same_model(monkeypatch):
     """The np.bincount fallback (used when scipy.sparse._sparsetools.csc_matvecs is unavailable)."""
-    import core.ensemble._hist_gbm_tree as tree_mod
+    import core.ensemble._hist_gradient_boosting.histogram as tree_mod
     from core import registry
 
     rng = np.random.default_rng(0)
@@ -444,7 +444,7 @@ def _direct_hist(XbT, g, h, rows, n_bins):
 
 
 def test_histograms_match_a_direct_count():
-    import core.ensemble._hist_gbm_tree as tree_mod
+    import core.ensemble._hist_gradient_boosting.histogram as tree_mod
 
     rng = np.random.default_rng(1)
     n, F, n_bins = 10_000, 4, 8
@@ -464,7 +464,7 @@ def test_histograms_match_a_direct_count():
 def test_root_histogram_with_cached_counts_matches_a_direct_count(constant_hessian, n_workers):
     """HistogramBuilder.root_hist: the sparse product carries g (and h) only; counts are cached; with two
     workers the forked process sums the second row part."""
-    import core.ensemble._hist_gbm_tree as tree_mod
+    import core.ensemble._hist_gradient_boosting.histogram as tree_mod
 
     rng = np.random.default_rng(3)
     n, F, n_bins = 9_000, 3, 7  # >= _TWO_PARTS_MIN_ROWS: two row parts
@@ -484,7 +484,7 @@ def test_root_histogram_with_cached_counts_matches_a_direct_count(constant_hessi
 def _grow_by_hand(XbT, g, h, missing_bin, n_workers, cat_set):
     """Two trees of three splits each (the root, its left child, then that child's right child on a
     categorical rule), histogramming one side each time; the histograms and every leaf's rows."""
-    import core.ensemble._hist_gbm_tree as tree_mod
+    import core.ensemble._hist_gradient_boosting.histogram as tree_mod
 
     out = []
     n = XbT.shape[1]
@@ -542,7 +542,7 @@ def test_split_partitions_rows_and_histograms_one_child_with_one_or_two_workers(
 
 def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():
     """BinMapper.fit_transform_T (one argsort per column) gives fit(X).transform_T(X)'s edges and bins."""
-    from core.ensemble._binning import BinMapper
+    from core.ensemble._hist_gradient_boosting.binning import BinMapper
 
     rng = np.random.default_rng(4)
     X = rng.normal(size=(3_000, 5))
@@ -565,7 +565,7 @@ def test_binning_fit_transform_shares_the_sort_and_matches_fit_then_transform():
 
 def test_binning_on_two_threads_reports_the_first_bad_categorical_column():
     """A bad categorical column fails the fit on two threads as on one: the first such column is named."""
-    from core.ensemble._binning import BinMapper
+    from core.ensemble._hist_gradient_boosting.binning import BinMapper
     from core.validation import DataError
 
     X = np.random.default_rng(0).integers(0, 4, size=(500, 6)).astype(float)
@@ -578,8 +578,9 @@ def test_binning_on_two_threads_reports_the_first_bad_categorical_column():
 
 
 def test_split_finder_without_missing_values_skips_the_missing_direction_with_the_same_splits():
-    """_SplitFinder(may_have_missing=False), used when no training row is missing, gives the same splits."""
-    import core.ensemble._hist_gbm_tree as tree_mod
+    """SplitFinder(may_have_missing=False), used when no training row is missing, gives the same splits."""
+    import core.ensemble._hist_gradient_boosting.histogram as tree_mod
+    import core.ensemble._hist_gradient_boosting.splitting as splitting
 
     rng = np.random.default_rng(5)
     F, n_bins = 4, 9
@@ -596,9 +597,9 @@ def test_split_finder_without_missing_values_skips_the_missing_direction_with_th
         G, H, C = (list(cum[:, j, 0, -1]) for j in range(3))
         for l2, check_hessian in ((0.0, False), (1.0, True)):
             args = (F, n_bins, None, l2, 2, check_hessian)
-            with np.errstate(divide="ignore", invalid="ignore"):  # as grow_tree calls it
-                full = tree_mod._SplitFinder(*args)(cum, G, H, C)
-                fast = tree_mod._SplitFinder(*args, may_have_missing=False)(cum, G, H, C)
+            with np.errstate(divide="ignore", invalid="ignore"):  # as the grower calls it
+                full = splitting.SplitFinder(*args)(cum, G, H, C)
+                fast = splitting.SplitFinder(*args, may_have_missing=False)(cum, G, H, C)
             assert fast == full
             assert any(s is not None for s in full)
 
@@ -608,7 +609,8 @@ def test_histogram_pair_buffers_consolidated_or_not_give_the_same_trees():
     """grow_tree's pair buffers: the children own the halves (no copies); without a free buffer two
     half-held ones are consolidated.  Trees match those grown with plenty of free buffers (no
     consolidation), each buffer is returned once, and few are allocated."""
-    import core.ensemble._hist_gbm_tree as tree_mod
+    import core.ensemble._hist_gradient_boosting.grower as grower
+    import core.ensemble._hist_gradient_boosting.histogram as tree_mod
 
     rng = np.random.default_rng(6)
     n, F, missing_bin = 4_000, 6, 15
@@ -624,7 +626,7 @@ def test_histogram_pair_buffers_consolidated_or_not_give_the_same_trees():
         trees = []
         for g, h in zip(gs, hs, strict=True):  # buffers are reused from one tree to the next
             hb.g[0], hb.h[0] = g, h
-            trees.append(tree_mod.grow_tree(hb, hb.g[0], hb.h[0], max_leaf_nodes=max_leaf_nodes, **kw)[0])
+            trees.append(grower.grow_tree(hb, hb.g[0], hb.h[0], max_leaf_nodes=max_leaf_nodes, **kw)[0])
         return trees, hb.hist_buffers
 
     for max_leaf_nodes in (31, None):
@@ -638,7 +640,7 @@ def test_histogram_pair_buffers_consolidated_or_not_give_the_same_trees():
 
 def test_blocked_cumulative_sum_matches_numpy_on_contiguous_and_strided_histograms():
     """_cumsum_bins (blocked matmuls for multiples of 16 bins, np.cumsum otherwise) equals np.cumsum."""
-    from core.ensemble._hist_gbm_tree import _cumsum_bins
+    from core.ensemble._hist_gradient_boosting.splitting import cumsum_bins as _cumsum_bins
 
     rng = np.random.default_rng(2)
     for n_bins in (256, 64, 17):

@@ -1,5 +1,5 @@
-"""Histogram gradient boosting on two processes (``_hist_gbm_worker``): the same models as on one, and
-clean ends when the worker, the fit or the fitting process stops."""
+"""Histogram gradient boosting on two processes (``n_jobs=2``: ``_hist_gradient_boosting.worker``): the same
+models as on one, and clean ends when the worker, the fit or the fitting process stops."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core.ensemble._hist_gbm_tree as tree_mod
-import core.ensemble._hist_gbm_worker as worker_mod
+import core.ensemble._hist_gradient_boosting.histogram as tree_mod
+import core.ensemble._hist_gradient_boosting.worker as worker_mod
 from core.context import FitCancelled, FitContext
 from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
 from core.ensemble.gradient_boosting_regressor import GradientBoostingRegressor
 
-pytestmark = pytest.mark.skipif(not tree_mod._CAN_FORK, reason="the worker process needs os.fork (Linux)")
+pytestmark = pytest.mark.skipif(not tree_mod.CAN_FORK, reason="the worker process needs os.fork (Linux)")
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -79,8 +79,8 @@ def test_one_or_two_workers_give_the_same_model(monkeypatch, forks, case):
     X, _ = _data()
     outputs = []
     for n_workers in (2, 1):
-        monkeypatch.setattr(tree_mod, "N_WORKERS", n_workers)
         model, y, kw = CASES[case](X, np.random.default_rng(1))  # the same targets and weights each time
+        model.set_params(n_jobs=n_workers)
         model.fit(X, y, **kw)
         out = model.predict_proba(X) if hasattr(model, "predict_proba") else model.predict(X)
         outputs.append((out, model.n_iter_))
@@ -92,16 +92,14 @@ def test_one_or_two_workers_give_the_same_model(monkeypatch, forks, case):
 
 
 def test_small_fits_stay_in_one_process(monkeypatch, forks):
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     X, _ = _data(n=2_000)
-    GradientBoostingClassifier(max_iter=200, early_stopping=False).fit(X, X[:, 0] > 0)  # one row part
+    GradientBoostingClassifier(max_iter=200, early_stopping=False, n_jobs=2).fit(X, X[:, 0] > 0)  # one row part
     X, _ = _data(n=9_000)
-    GradientBoostingClassifier(max_iter=5, early_stopping=False).fit(X, X[:, 0] > 0)  # too little work
+    GradientBoostingClassifier(max_iter=5, early_stopping=False, n_jobs=2).fit(X, X[:, 0] > 0)  # too little work
     assert forks == []
 
 
 def test_a_killed_worker_fails_the_fit_clearly_and_leaves_the_model_unfitted(monkeypatch, forks):
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     X, _ = _data()
     y = (X[:, 0] > 0).astype(int)
 
@@ -109,7 +107,7 @@ def test_a_killed_worker_fails_the_fit_clearly_and_leaves_the_model_unfitted(mon
         if metrics.get("iteration") == 3:
             os.kill(forks[0], signal.SIGKILL)
 
-    est = GradientBoostingClassifier(max_iter=25, early_stopping=False)
+    est = GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2)
     with pytest.raises(worker_mod.WorkerError, match="histogram worker process ended"):
         est.fit(X, y, ctx=FitContext(on_progress=kill_worker, min_interval=0.0))
     assert not hasattr(est, "n_iter_")
@@ -117,7 +115,6 @@ def test_a_killed_worker_fails_the_fit_clearly_and_leaves_the_model_unfitted(mon
 
 
 def test_a_cancelled_fit_stops_its_worker(monkeypatch, forks):
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     X, _ = _data()
     calls = [0]
 
@@ -125,7 +122,7 @@ def test_a_cancelled_fit_stops_its_worker(monkeypatch, forks):
         calls[0] += 1
         return calls[0] > 4
 
-    est = GradientBoostingClassifier(max_iter=25, early_stopping=False)
+    est = GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2)
     with pytest.raises(FitCancelled):
         est.fit(X, X[:, 0] > 0, ctx=FitContext(is_cancelled=cancelled, cancel_interval=0.0))
     assert len(forks) == 1 and _gone(forks[0])
@@ -140,10 +137,8 @@ def test_the_worker_ends_when_the_fitting_process_is_killed(tmp_path):
         import os, sys, time
         sys.path.insert(0, {str(ROOT)!r})
         import numpy as np
-        import core.ensemble._hist_gbm_tree as T
-        import core.ensemble._hist_gbm_worker as W
+        import core.ensemble._hist_gradient_boosting.worker as W
         from core.ensemble.gradient_boosting_classifier import GradientBoostingClassifier
-        T.N_WORKERS = 2
         init = W.RowWorker.__init__
         def announce(self, hb):
             init(self, hb)
@@ -151,7 +146,7 @@ def test_the_worker_ends_when_the_fitting_process_is_killed(tmp_path):
             time.sleep(60)  # killed here, with the worker waiting for its first command
         W.RowWorker.__init__ = announce
         X = np.random.default_rng(0).normal(size=(9000, 4))
-        GradientBoostingClassifier(max_iter=50, early_stopping=False).fit(X, X[:, 0] > 0)
+        GradientBoostingClassifier(max_iter=50, early_stopping=False, n_jobs=2).fit(X, X[:, 0] > 0)
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
@@ -179,34 +174,36 @@ def test_the_worker_ends_when_the_fitting_process_is_killed(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("env", "cpus", "expected"),
-    [
-        ({}, 2, 2),
-        ({}, 1, 1),
-        ({}, 8, 2),
-        ({"OMP_NUM_THREADS": "1"}, 2, 1),
-        ({"ORCHARD_HIST_WORKERS": "2", "OMP_NUM_THREADS": "1"}, 2, 2),
-        ({"ORCHARD_HIST_WORKERS": "1"}, 2, 1),
-        ({"ORCHARD_HIST_WORKERS": "2"}, 1, 1),
-        ({"ORCHARD_HIST_WORKERS": "lots"}, 2, 1),
-        ({"ORCHARD_HIST_WORKERS": "0"}, 2, 1),
-    ],
+    ("n_jobs", "cpus", "expected"),
+    [(None, 2, 1), (1, 2, 1), (2, 2, 2), (2, 1, 1), (-1, 8, 2), (-1, 1, 1), (8, 2, 2)],
 )
-def test_default_number_of_workers(monkeypatch, env, cpus, expected):
-    for var in ("ORCHARD_HIST_WORKERS", "OMP_NUM_THREADS"):
-        monkeypatch.delenv(var, raising=False)
-    for var, value in env.items():
-        monkeypatch.setenv(var, value)
+def test_number_of_workers_from_n_jobs(monkeypatch, n_jobs, cpus, expected):
+    """n_jobs (set by the service from ORCHARD_HIST_WORKERS) picks the processes: at most 2, and the CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
-    assert tree_mod._default_workers() == expected
+    assert tree_mod.max_workers(n_jobs) == expected
+
+
+def test_the_environment_does_not_choose_the_workers(monkeypatch, forks):
+    """core/ reads no environment variable: ORCHARD_HIST_WORKERS set in the fitting process changes nothing."""
+    monkeypatch.setenv("ORCHARD_HIST_WORKERS", "2")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    X, _ = _data()
+    GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, X[:, 0] > 0)
+    assert forks == []
+
+
+def test_n_jobs_zero_is_refused():
+    from core.params import ParamError
+
+    X, _ = _data(n=200)
+    with pytest.raises(ParamError, match="n_jobs"):
+        GradientBoostingClassifier(max_iter=2, n_jobs=0).fit(X, X[:, 0] > 0)
 
 
 def test_a_refused_fork_leaves_the_fit_on_one_process_with_the_same_model(monkeypatch):
     X, _ = _data()
     y = (X[:, 0] > 0).astype(int)
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 1)
-    expected = GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, y).predict_proba(X)
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
+    expected = GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=1).fit(X, y).predict_proba(X)
     fds = len(os.listdir("/proc/self/fd"))
 
     def refuse():
@@ -214,13 +211,12 @@ def test_a_refused_fork_leaves_the_fit_on_one_process_with_the_same_model(monkey
 
     monkeypatch.setattr(worker_mod.os, "fork", refuse)
     for _ in range(3):
-        got = GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, y).predict_proba(X)
+        got = GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2).fit(X, y).predict_proba(X)
         np.testing.assert_array_equal(got, expected)
     assert len(os.listdir("/proc/self/fd")) == fds  # the pipes made for the worker were closed
 
 
 def test_the_worker_s_failure_reason_reaches_the_fit(monkeypatch):
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     parent = os.getpid()
     partition = tree_mod.HistogramBuilder.partition
 
@@ -232,16 +228,15 @@ def test_the_worker_s_failure_reason_reaches_the_fit(monkeypatch):
     monkeypatch.setattr(tree_mod.HistogramBuilder, "partition", failing)
     X, _ = _data()
     with pytest.raises(worker_mod.WorkerError, match="MemoryError: no room for the partition"):
-        GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, X[:, 0] > 0)
+        GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2).fit(X, X[:, 0] > 0)
 
 
 @pytest.mark.parametrize("where", ["gradients", "leaf values"])
 def test_a_failure_in_the_worker_s_gradients_or_leaf_values_reaches_the_fit(monkeypatch, forks, where):
     """The worker computes its rows' gradients and adds its rows' leaf values: an exception there fails the
     fit with its text, and the worker is reaped."""
-    from core.ensemble import _hist_gbm_loss as loss_mod
+    from core.ensemble._hist_gradient_boosting import loss as loss_mod
 
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     parent = os.getpid()
     if where == "gradients":
         grad_hess = loss_mod.BinaryLogLoss.grad_hess
@@ -262,7 +257,7 @@ def test_a_failure_in_the_worker_s_gradients_or_leaf_values_reaches_the_fit(monk
         monkeypatch.setattr(tree_mod.HistogramBuilder, "add_leaf_values", wrong_leaf)
         message = "KeyError: 1000000"
     X, _ = _data()
-    est = GradientBoostingClassifier(max_iter=25, early_stopping=False)
+    est = GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2)
     with pytest.raises(worker_mod.WorkerError, match=message):
         est.fit(X, (X[:, 0] > 0).astype(int))
     assert not hasattr(est, "n_iter_")
@@ -280,7 +275,6 @@ def test_fits_on_two_threads_do_not_hold_each_other_s_worker(monkeypatch):
     before, it was SIGKILLed after a 10 s wait) and the newer worker does not map the older fit's memory."""
     import threading
 
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     workers = {}
     init = worker_mod.RowWorker.__init__
 
@@ -309,8 +303,8 @@ def test_fits_on_two_threads_do_not_hold_each_other_s_worker(monkeypatch):
             b_running.set()
             a_done.wait(60)
 
-    b = threading.Thread(name="B", target=lambda: GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(
-        X, y, ctx=FitContext(on_progress=hold, min_interval=0.0)))
+    b = threading.Thread(name="B", target=lambda: GradientBoostingClassifier(
+        max_iter=25, early_stopping=False, n_jobs=2).fit(X, y, ctx=FitContext(on_progress=hold, min_interval=0.0)))
     b.start()
     seen = {}
     try:
@@ -328,7 +322,7 @@ def test_fits_on_two_threads_do_not_hold_each_other_s_worker(monkeypatch):
 
         threading.current_thread().name = "A"
         with pytest.raises(FitCancelled):
-            GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(
+            GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2).fit(
                 X, y, ctx=FitContext(on_progress=look, is_cancelled=cancelled, cancel_interval=0.0,
                                      min_interval=0.0))
     finally:
@@ -344,10 +338,9 @@ def test_fits_on_two_threads_do_not_hold_each_other_s_worker(monkeypatch):
 
 def test_an_ignored_sigchld_does_not_fail_the_fit(monkeypatch):
     """With SIGCHLD ignored the kernel reaps the worker itself: waitpid then finds no child."""
-    monkeypatch.setattr(tree_mod, "N_WORKERS", 2)
     previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     try:
         X, _ = _data()
-        assert GradientBoostingClassifier(max_iter=25, early_stopping=False).fit(X, X[:, 0] > 0).n_iter_ == 25
+        assert GradientBoostingClassifier(max_iter=25, early_stopping=False, n_jobs=2).fit(X, X[:, 0] > 0).n_iter_ == 25
     finally:
         signal.signal(signal.SIGCHLD, previous)

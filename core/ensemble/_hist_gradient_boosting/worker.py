@@ -192,6 +192,29 @@ class RowWorker:
         except OSError:  # BrokenPipeError: the worker is gone
             raise self._ended() from None
 
+    # -- the commands (each answered by ``wait``) ---------------------------------------------------------------
+    def start_root(self, output):
+        """A new tree: the worker sums the histogram of all its rows for output ``output`` into ``Y``."""
+        self.send(ROOT, output=output)
+
+    def start_split(self, ids, f, b, missing_left, side, output, cat_set):
+        """Partition the worker's rows of node ``ids[0]`` into children ``ids[1:]`` and histogram child ``side``
+        (0 left, 1 right, -1 none) into ``Y``; ``wait`` answers the worker's left row count."""
+        self.send(SPLIT, *ids, f, b, missing_left, side, output, cat_set)
+
+    def start_gradients(self):
+        """The loss's gradients and hessians of the worker's rows."""
+        self.send(GRADIENTS)
+
+    def start_leaf_values(self, ids, values, output):
+        """Add leaf ``ids[i]``'s ``values[i]`` to the worker's rows of it (output ``output``); ends the tree."""
+        payload = np.array(ids, dtype=np.int64).tobytes() + np.array(values).tobytes()
+        self.send(LEAF_VALUES, len(ids), output=output, payload=payload)
+
+    def start_leaves(self):
+        """Write the worker's rows of every leaf, by ascending leaf id, into ``rows``; ends the tree."""
+        self.send(LEAVES)
+
     def wait(self):
         """The worker's reply value to the last command."""
         try:

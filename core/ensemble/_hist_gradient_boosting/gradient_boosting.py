@@ -4,8 +4,11 @@ Gradient boosting ([Colombo §3.4.2] describes boosting in words; [da Silva Neto
 fits an additive model ``F_M(x) = F_0 + sum_m f_m(x)`` stage-wise: at iteration
 ``m`` each tree ``f_m`` is a second-order (Newton) fit to the loss gradients
 ``g_i`` and hessians ``h_i`` at ``F_{m-1}``, with leaf values
-``-learning_rate * G / (H + l2_regularization)`` (see ``_hist_gbm_tree``).
-Features are binned once (``_binning``); trees grow leaf-wise on the bins.
+``-learning_rate * G / (H + l2_regularization)`` (``grower``).
+Features are binned once (``binning``); trees grow leaf-wise on the bins (``grower``) from
+histograms (``histogram``) scored by ``splitting``; ``predictor`` holds the fitted trees and ``loss`` the
+losses.  ``n_jobs`` >= 2 lets a large fit fork one worker process for half of its rows (``worker``, behind
+``HistogramBuilder``): the same model as on one process.
 Early stopping watches the loss on a held-out validation split.
 """
 
@@ -13,17 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory import boosting_fit
-from ..model_selection.split import train_test_split_indices
-from ..params import Bool, Choice, Float, Int, OneOf, Seed
-from ..random import check_random_state
-from ..tree._base import MIN_CATEGORY_COUNT
-from ..tree._binning import apply_category_groups, group_categories
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
-from . import _hist_gbm_tree
-from ._binning import BinMapper
-from ._hist_gbm_loss import AbsoluteError, weighted_median
-from ._hist_gbm_tree import HistogramBuilder, TreeEnsemble, grow_tree, predict_nodes_binned
+from ...memory import boosting_fit
+from ...model_selection.split import train_test_split_indices
+from ...params import Bool, Choice, Float, Int, OneOf, ParamError, Seed
+from ...random import check_random_state
+from ...tree._base import MIN_CATEGORY_COUNT
+from ...tree._binning import apply_category_groups, group_categories
+from ...validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from .binning import BinMapper
+from .grower import TreeGrower
+from .histogram import HistogramBuilder, max_workers
+from .loss import AbsoluteError, weighted_median
+from .predictor import TreeEnsemble, predict_nodes_binned
 
 __all__ = ["HistGradientBoostingMixin", "COMMON_PARAMS"]
 
@@ -50,6 +54,9 @@ COMMON_PARAMS = {
     "validation_fraction": Float(0.1, gt=0.0, lt=1.0, doc="Fraction held out for early stopping."),
     "n_iter_no_change": Int(10, ge=1, le=100_000, doc="Stop after this many iterations without improvement > tol."),
     "tol": Float(1e-7, ge=0.0, le=1e6, doc="Minimum improvement of the validation score."),
+    "n_jobs": Int(None, ge=-1, le=1024, doc="Processes of one fit (null: 1; -1: all cores; at most 2 are used): "
+                  "with 2, a fit of at least 8,192 rows forks a worker process for half of the rows. The same "
+                  "model for any value."),
     "random_state": Seed(),
 }
 
@@ -81,6 +88,7 @@ class HistGradientBoostingMixin:
     native_categorical = True
     reports_progress = True
     fit_memory = boosting_fit()  # peak memory model (core/memory.py)
+    uses_hist_workers = True  # the service sets n_jobs (when a request leaves it null) from ORCHARD_HIST_WORKERS
 
     @classmethod
     def _example_params(cls) -> dict:
@@ -108,7 +116,10 @@ class HistGradientBoostingMixin:
         K = loss.n_outputs
         # two workers (a forked process for half of the rows; two threads for the binning) only where the
         # fit is large enough to gain
-        n_workers = _hist_gbm_tree.N_WORKERS if X_tr.shape[0] * K * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
+        n_jobs = p.get("n_jobs")
+        if n_jobs == 0:
+            raise ParamError("n_jobs", "must not be 0 (use null for one process, -1 for all cores)")
+        n_workers = max_workers(n_jobs) if X_tr.shape[0] * K * p["max_iter"] >= _PARALLEL_MIN_WORK else 1
         mapper = BinMapper(p["max_bins"], cat)
         XbT = mapper.fit_transform_T(X_tr, rng, n_threads=n_workers)
         XvT = mapper.transform_T(X_va) if early else None
@@ -159,7 +170,7 @@ class HistGradientBoostingMixin:
                 hist_builder.gradients()
                 for k in range(K):
                     hist_builder.use_output(k)
-                    nodes, leaves = grow_tree(hist_builder, g[k], h[k], **grow_kw)
+                    nodes, leaves = TreeGrower(hist_builder, g[k], h[k], **grow_kw).grow()
                     if is_abs:
                         # absolute error: the Newton leaf value is only a direction;
                         # re-set each leaf to the (weighted) median residual (as scikit-learn)
