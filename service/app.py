@@ -9,12 +9,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from . import __version__
-from .api import algorithms, datasets, health, jobs, models, selection, train, v2
+from .api import algorithms, datasets, health, jobs, keys, models, selection, train, v2
 from .api import metrics as metrics_api
 from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
 from .errors import TooLarge, install_handlers, problem_response, v2_error_response
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
+from .security import Guard, SecurityGate, document_security
 from .services.janitor import Janitor
 from .services.jobs import Reconciler
 from .settings import Settings
@@ -115,6 +116,7 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
         if app.openapi_schema:
             return app.openapi_schema
         schema = base()
+        document_security(schema)
         hand_parsed = (DatasetCreateJSON, PredictRequest, InferenceRequest)
         _, defs = models_json_schema([(m, "validation") for m in hand_parsed] + [(InferenceResponse, "serialization")],
                                      ref_template="#/components/schemas/{model}")
@@ -149,10 +151,13 @@ class OrchardApp(FastAPI):
 
 def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> OrchardApp:
     settings = settings or Settings()
+    guard = Guard(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime = Runtime.open(settings)
+        guard.open(runtime.meta)  # API keys, rate limits, audit (ORCHARD_ADMIN_KEY created here if absent)
+        runtime.guard = guard
         janitor = Janitor(runtime.meta, runtime.art, settings.janitor_grace_s, settings.janitor_interval_s)
         janitor.start()  # first pass now: temp dirs of ended processes, orphan artifacts (never a live replica's)
         runtime.queue.start()
@@ -175,6 +180,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         finally:
             app.predict_front_door.runtime = None
             reconciler.shutdown()
+            guard.close()
             janitor.stop()
             runtime.queue.shutdown()
             runtime.art.remove_own_tmp()
@@ -194,14 +200,17 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.state.metrics = metrics
     app.state.on_predict = metrics.on_predict_v2 if metrics else None
     for r in (health.router, algorithms.router, datasets.router, train.router, selection.router, jobs.router,
-              models.router, v2.router, metrics_api.router):
+              models.router, v2.router, metrics_api.router, keys.router):
         app.include_router(r)
     _document_hand_parsed_bodies(app)
     recorder = RequestRecorder(metrics, settings.access_log)
     app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime, recorder,
                                               metrics.on_predict_v1 if metrics else None, settings.max_body_bytes,
                                               metrics.on_predict_v2 if metrics else None)
+    app.predict_front_door.guard = guard.front_door
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
+    # keys (401, 429) before any body is read; the audit row of each mutating call before its answer leaves
+    app.add_middleware(SecurityGate, guard=guard, router=app.router)
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)
     return app

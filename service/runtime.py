@@ -20,6 +20,7 @@ class Runtime:
     art: ArtifactStore
     queue: object
     cache: ModelCache
+    guard: object = None  # security.Guard: key ring, rate limiter, audit log (set by the app's lifespan)
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:

@@ -56,7 +56,13 @@ def _v2_bundle(runtime, name: str):
     return runtime.cache.get(oip.resolve_model(runtime.meta, name)["id"])
 
 
+def _open(scope, runtime):
+    return runtime
+
+
 class PredictFrontDoor:
+    guard = staticmethod(_open)  # the app sets security.Guard.front_door: (scope, runtime) -> the key's runtime
+
     def __init__(self, get_runtime, observability, on_predict, body_limit: int, on_infer=None):
         self.get_runtime = get_runtime
         self.runtime = None  # set by the app's lifespan
@@ -87,6 +93,7 @@ class PredictFrontDoor:
         status, nbytes = 500, 0
         try:
             try:
+                runtime = self.guard(scope, self.runtime or self.get_runtime())  # key (401/403/429), its project
                 # the body: type, declared and streamed size, JSON (one coroutine: no await of a helper's)
                 if ctype is not None and ctype != _JSON and hlen is None:
                     media = ctype.split(b";", 1)[0].strip().lower()
@@ -126,7 +133,6 @@ class PredictFrontDoor:
                     body = b"".join(chunks)
                 if len(body) > limit:
                     raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
-                runtime = self.runtime or self.get_runtime()
                 if v2:
                     status = 0  # recorded by _infer
                     return await self._infer(scope, receive, send, runtime, model_id, body, hlen, rid_header,

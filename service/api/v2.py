@@ -22,6 +22,7 @@ from ..schemas.v2 import (
 )
 from ..services import oip, rl
 from ..services.inference import run_sized
+from .deps import PredictRT, Read, ReadRT
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
 EXTENSIONS = ["binary_tensor_data"]
@@ -33,17 +34,16 @@ def _err(*codes: int) -> dict:
     return {c: {"model": V2Error, "description": text[c]} for c in codes}
 
 
-def resolve(request: Request, model_name: str) -> dict:
-    """The model record for an id or a unique name."""
-    return oip.resolve_model(rt(request).meta, model_name)
+def resolve(r, model_name: str) -> dict:
+    """The model record for an id or a unique name (in the project the principal sees)."""
+    return oip.resolve_model(r.meta, model_name)
 
 
-async def _bundle(request: Request, model_name: str):
-    cache = rt(request).cache
-    bundle = cache.peek(model_name)  # an id already loaded: no lookup
+async def _bundle(r, model_name: str):
+    bundle = r.cache.peek(model_name)  # an id already loaded: no lookup
     if bundle is not None:
         return bundle
-    return await cache.aget(resolve(request, model_name)["id"])
+    return await r.cache.aget(resolve(r, model_name)["id"])
 
 
 @router.get("/health/live", response_model=ServerLive, operation_id="v2_server_live")
@@ -65,13 +65,13 @@ def server_ready(request: Request):
 
 
 @router.get("", response_model=ServerMetadata, operation_id="v2_server_metadata")
-def server_metadata():
+def server_metadata(_: Read):
     """Server name, version and protocol extensions."""
     return {"name": "orchard", "version": __version__, "extensions": EXTENSIONS}
 
 
-def _metadata(request: Request, model_name: str) -> dict:
-    record = resolve(request, model_name)
+def _metadata(r, model_name: str) -> dict:
+    record = resolve(r, model_name)
     from core import registry
 
     features = record.get("features") or []
@@ -82,7 +82,7 @@ def _metadata(request: Request, model_name: str) -> dict:
                "shape": [-1]} for f in features]
     n_components = None
     if record["status"] == "ready":
-        bundle = rt(request).cache.get(record["id"])
+        bundle = r.cache.get(record["id"])
         caps = oip.bundle_capabilities(bundle)
         comp = getattr(bundle.estimator, "components_", None)
         n_components = int(comp.shape[0]) if comp is not None and getattr(comp, "ndim", 0) == 2 else None
@@ -104,37 +104,37 @@ def _metadata(request: Request, model_name: str) -> dict:
 
 @router.get("/models/{model_name}", response_model=ModelMetadata, response_model_exclude_none=True,
             operation_id="v2_model_metadata", responses=_err(400, 404))
-def model_metadata(request: Request, model_name: str):
+def model_metadata(model_name: str, r: ReadRT):
     """Inputs (one per feature, or one [n, n_features] tensor) and outputs of a model."""
-    return _metadata(request, model_name)
+    return _metadata(r, model_name)
 
 
 @router.get("/models/{model_name}/versions/{model_version}", response_model=ModelMetadata,
             response_model_exclude_none=True, include_in_schema=False)
-def model_version_metadata(request: Request, model_name: str, model_version: str):
+def model_version_metadata(model_name: str, model_version: str, r: ReadRT):
     _check_version(model_version)
-    return _metadata(request, model_name)
+    return _metadata(r, model_name)
 
 
-def _ready(request: Request, model_name: str) -> dict:
-    record = resolve(request, model_name)
+def _ready(r, model_name: str) -> dict:
+    record = resolve(r, model_name)
     if record["status"] != "ready":
         raise Conflict(f"model {model_name!r} is not ready (status {record['status']})")
-    rt(request).cache.get(record["id"])  # loads (and verifies) the bundle: ready means servable now
+    r.cache.get(record["id"])  # loads (and verifies) the bundle: ready means servable now
     return {"name": model_name, "ready": True}
 
 
 @router.get("/models/{model_name}/ready", response_model=ModelReady, operation_id="v2_model_ready",
             responses=_err(400, 404, 409))
-def model_ready(request: Request, model_name: str):
+def model_ready(model_name: str, r: ReadRT):
     """200 when the model can serve inference now (its bundle is loaded); 409 while it trains or if it failed."""
-    return _ready(request, model_name)
+    return _ready(r, model_name)
 
 
 @router.get("/models/{model_name}/versions/{model_version}/ready", response_model=ModelReady, include_in_schema=False)
-def model_version_ready(request: Request, model_name: str, model_version: str):
+def model_version_ready(model_name: str, model_version: str, r: ReadRT):
     _check_version(model_version)
-    return _ready(request, model_name)
+    return _ready(r, model_name)
 
 
 def _check_version(v: str) -> None:
@@ -142,13 +142,13 @@ def _check_version(v: str) -> None:
         raise NotFound(f"model version {v!r} does not exist; every Orchard model has the single version '1'")
 
 
-async def _infer(request: Request, model_name: str) -> Response:
+async def _infer(request: Request, r, model_name: str) -> Response:
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     hlen = request.headers.get("inference-header-content-length")
     if hlen is None and ctype not in ("application/json", ""):
         raise ProblemError(f"content type {ctype!r} is not supported: send application/json, or binary tensor "
                            "data with an Inference-Header-Content-Length header", status=415)
-    bundle = await _bundle(request, model_name)
+    bundle = await _bundle(r, model_name)
     body = await request.body()
     return await run_sized(len(body), _infer_sync, request, bundle, model_name, body, hlen)
 
@@ -172,13 +172,13 @@ _INFER_OK = {200: {"description": "Inference outputs", "content": {"application/
 
 @router.post("/models/{model_name}/infer", operation_id="v2_infer", openapi_extra=_INFER_DOC,
              responses={**_INFER_OK, **_err(400, 404, 409, 413, 415)})
-async def infer(request: Request, model_name: str):
+async def infer(request: Request, model_name: str, r: PredictRT):
     """Inference: inputs as one [n, n_features] tensor or one tensor per feature; outputs predict,
     predict_proba, ... (all that apply unless ``outputs`` names some). Binary tensor data is accepted."""
-    return await _infer(request, model_name)
+    return await _infer(request, r, model_name)
 
 
 @router.post("/models/{model_name}/versions/{model_version}/infer", include_in_schema=False)
-async def infer_version(request: Request, model_name: str, model_version: str):
+async def infer_version(request: Request, model_name: str, model_version: str, r: PredictRT):
     _check_version(model_version)
-    return await _infer(request, model_name)
+    return await _infer(request, r, model_name)
