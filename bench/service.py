@@ -74,9 +74,11 @@ def stop(p: subprocess.Popen) -> None:
         p.wait(timeout=30)
 
 
-def wrk(url: str, body: str, duration: int, connections: int) -> dict:
+def wrk(url: str, body: str, duration: int, connections: int, headers: dict | None = None) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n')
+        for k, v in (headers or {}).items():
+            fh.write(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n")
         fh.write(f"wrk.body = {json.dumps(body)}\n")
         script = fh.name
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],

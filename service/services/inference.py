@@ -182,12 +182,12 @@ class ModelCache:
         start = time.perf_counter()
         try:
             bundle = self.art.load_bundle(model_id)
-            bundle.project = record.get("project") or "default"  # what ProjectCache checks (services/projects.py)
         except ArtifactError as exc:
             if self.meta.get_model(model_id) is None:  # deleted while this request was on its way
                 raise NotFound(f"model {model_id!r} does not exist") from None
             raise ArtifactIntegrityError(str(exc)) from None
         cost = measured_nbytes(bundle)
+        bundle.project = record.get("project") or "default"  # what ProjectCache checks (services/projects.py)
         self.loads += 1
         self.load_seconds += time.perf_counter() - start
         entry = _Entry(bundle, cost)
