@@ -9,7 +9,10 @@ open, keyed, ...), ratio keyed / open per round, median printed:
    call (the steadiest figure on a loaded machine);
 2. over HTTP: `orchard serve` on each directory, wrk (`--connections`, `--duration`) alternating.
 
-Usage: python bench/auth.py [--rounds 5] [--calls 3000] [--duration 5] [--connections 8] [--no-http]
+3. ``--callgrind``: user-space instructions per call into each app (valgrind, ``functools.reduce`` toggled as in
+   bench/service.py): independent of the machine's load, the figure to trust on a busy machine.
+
+Usage: python bench/auth.py [--rounds 5] [--calls 3000] [--duration 5] [--connections 8] [--no-http] [--callgrind]
 Target (issue "Security"): keyed >= 0.9 of open throughput.
 """
 
@@ -99,13 +102,38 @@ def child(args) -> None:
             raise RuntimeError("the app suspended")
         return (time.perf_counter() - t0) / n
 
+    if args.count:  # one app, N calls driven by functools.reduce (what callgrind counts)
+        import functools
+
+        app = create_app(Settings(data_dir=Path(spec[args.count]), workers=0, access_log=False))
+        auth = args.count == "keyed"
+
+        def one(done: int, _: int) -> int:
+            coro = app(scope(auth), receive, send)
+            try:
+                coro.send(None)
+            except StopIteration:
+                return done + 1
+            raise RuntimeError("the app suspended")
+
+        async def count():
+            async with app.router.lifespan_context(app):
+                for _ in range(200):
+                    await app(scope(auth), receive, send)
+                assert functools.reduce(one, range(args.calls), 0) == args.calls
+                assert set(status) == {200}, set(status)
+
+        asyncio.run(count())
+        return
+
     async def run():
         apps = {name: create_app(Settings(data_dir=Path(spec[name]), workers=0, access_log=False))
                 for name in ("open", "keyed")}
         async with apps["open"].router.lifespan_context(apps["open"]), \
                 apps["keyed"].router.lifespan_context(apps["keyed"]):
-            for name in apps:
-                calls(apps[name], name == "keyed", 200)  # warm-up: model loaded, caches filled
+            for name in apps:  # warm-up: the model loaded (on a worker thread: awaited), caches filled
+                for _ in range(200):
+                    await apps[name](scope(name == "keyed"), receive, send)
             assert set(status) == {200}, set(status)
             out = []
             for _ in range(args.rounds):
@@ -116,6 +144,24 @@ def child(args) -> None:
     asyncio.run(run())
 
 
+def callgrind(tmp: Path, env: dict, n: int) -> None:
+    import re
+
+    counts = {}
+    for name in ("open", "keyed"):
+        out = tmp / f"callgrind.{name}"
+        subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
+                        f"--callgrind-out-file={out}", sys.executable, __file__, "--child",
+                        str(tmp / "spec.json"), "--count", name, "--calls", str(n)], cwd=ROOT,
+                       env=dict(env, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1"), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        counts[name] = int(re.search(r"^summary:\s+(\d+)", out.read_text(errors="replace"), re.M).group(1)) // n
+    print(f"# bench/auth.py --callgrind  {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; {n} calls each")
+    print(f"instructions per single-row predict call into the app: open {counts['open']:,}, keyed "
+          f"{counts['keyed']:,}; the key check adds {counts['keyed'] - counts['open']:,}")
+    print(f"throughput ratio keyed/open at equal IPC: {counts['open'] / counts['keyed']:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -123,7 +169,9 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--callgrind", action="store_true", help="instructions per call under valgrind instead")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--count", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args)
@@ -135,6 +183,8 @@ def main() -> None:
         spec = {"open": str(open_dir), "keyed": str(keyed_dir), "model": mid, "key": key, "row": row,
                 "out": str(tmp / "calls.json")}
         (tmp / "spec.json").write_text(json.dumps(spec))
+        if args.callgrind:
+            return callgrind(tmp, env, args.calls)
         subprocess.run([sys.executable, __file__, "--child", str(tmp / "spec.json"), "--rounds", str(args.rounds),
                         "--calls", str(args.calls)], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         rounds = json.loads((tmp / "calls.json").read_text())

@@ -62,7 +62,9 @@ class Guard:
     def check(self, scope) -> Principal:
         """The principal of a request (401 without a valid key when keys are required, 429 over the rate)."""
         ring = self.ring
-        if not ring.required():
+        if ring.sync.changed():
+            ring.reload()
+        if not ring.enforced:
             return ANONYMOUS
         authorization = None
         for k, v in scope["headers"]:
@@ -82,10 +84,10 @@ class Guard:
     def front_door(self, scope, runtime):
         """The predict front door's check: 401/403/429, then the runtime as the key sees it (its project)."""
         p = self.check(scope)
-        if not p.allows("predict"):
-            raise Forbidden(f"this API key lacks the 'predict' scope needed by {scope['method']} {scope['path']}")
         if p.admin:
             return runtime
+        if "predict" not in p.scopes:
+            raise Forbidden(f"this API key lacks the 'predict' scope needed by {scope['method']} {scope['path']}")
         view = self._views.get(p.project)
         if view is None or view.runtime is not runtime:
             view = self._views[p.project] = ProjectRuntime(runtime, p, p.project, p.project)

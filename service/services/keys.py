@@ -57,17 +57,14 @@ class Principal:
     project: str
     expires_at: float | None = None  # Unix time
     revoked: bool = False
-
-    @property
-    def admin(self) -> bool:
-        return "admin" in self.scopes
+    admin: bool = False  # holds the admin scope (which implies every other)
 
     def allows(self, scope: str) -> bool:
         """admin implies every scope."""
         return scope in self.scopes or "admin" in self.scopes
 
 
-ANONYMOUS = Principal(None, "anonymous", frozenset(SCOPES), DEFAULT_PROJECT)
+ANONYMOUS = Principal(None, "anonymous", frozenset(SCOPES), DEFAULT_PROJECT, admin=True)
 
 
 def hash_key(token: str | bytes) -> str:
@@ -121,7 +118,8 @@ def key_view(row: dict) -> dict:
 def _principal(row: dict) -> Principal:
     exp = row.get("expires_at")
     return Principal(row["id"], row["name"], frozenset(row["scopes"]), row["project"],
-                     exp.timestamp() if exp is not None else None, row.get("revoked_at") is not None)
+                     exp.timestamp() if exp is not None else None, row.get("revoked_at") is not None,
+                     "admin" in row["scopes"])
 
 
 class KeyRing:
@@ -133,37 +131,36 @@ class KeyRing:
         self.meta = meta
         self.sync = sync
         self.mode = mode  # auto | on | off (ORCHARD_AUTH)
-        self._by_hash: dict[str, Principal] = {}
+        self._by_hash: dict[bytes, Principal] = {}  # SHA-256 digest -> principal
         self.any = False
+        self.enforced = mode == "on"
         self.reload()
 
     def reload(self) -> None:
         rows = self.meta.all_keys()
-        self._by_hash = {r["key_hash"]: _principal(r) for r in rows}
+        self._by_hash = {bytes.fromhex(r["key_hash"]): _principal(r) for r in rows}
         self.any = bool(rows)
+        self.enforced = self.mode == "on" or (self.mode == "auto" and self.any)
 
     def required(self) -> bool:
         """Are keys required now? (reloads first if another process changed them)"""
         if self.sync.changed():
             self.reload()
-        if self.mode == "auto":
-            return self.any
-        return self.mode == "on"
+        return self.enforced
 
     def authenticate(self, authorization: bytes | None) -> Principal:
         """The principal of an ``Authorization`` header value; Unauthorized (401) otherwise. Call after
         ``required()`` returned True."""
         if authorization is None:
             raise Unauthorized("this server requires an API key: send Authorization: Bearer <key>")
-        scheme, _, token = authorization.partition(b" ")
-        token = token.strip()
-        if scheme.lower() != b"bearer" or not token:
+        token = authorization[7:].strip()
+        if authorization[:7].lower() != b"bearer " or not token:
             raise Unauthorized("the Authorization header must be 'Bearer <key>'")
-        h = hashlib.sha256(token).hexdigest()
+        h = hashlib.sha256(token).digest()
         if self.sync.live:
             p = self._by_hash.get(h)
         else:  # the change feed is down: the database is the truth, per request, until it is back
-            row = self.meta.key_by_hash(h)
+            row = self.meta.key_by_hash(h.hex())
             p = _principal(row) if row is not None else None
         if p is None:
             raise Unauthorized("unknown API key")
