@@ -75,10 +75,12 @@ class Guard:
         if self.limiter is not None:
             wait = self.limiter.take(p.key_id)
             if wait:
-                raise TooManyRequests(f"API key {p.key_id} exceeded its rate limit of "
+                exc = TooManyRequests(f"API key {p.key_id} exceeded its rate limit of "
                                       f"{self.settings.rate_limit_per_s:g} requests per second "
                                       "(ORCHARD_RATE_LIMIT_PER_S); retry after the Retry-After seconds",
                                       headers={"Retry-After": retry_after(wait)})
+                exc.principal = p  # who was refused, for the audit row
+                raise exc
         return p
 
     def front_door(self, scope, runtime):
@@ -111,7 +113,7 @@ class SecurityGate:
             principal = self.guard.check(scope)
         except ProblemError as exc:
             if scope["method"] in MUTATING:
-                await self._audit(scope, None, exc.status, None, self._match(scope))
+                await self._audit(scope, getattr(exc, "principal", None), exc.status, None, self._match(scope))
             return await _answer(scope["path"], exc)(scope, receive, send)
         scope.setdefault("state", {})["principal"] = principal
         if scope["method"] not in MUTATING:
@@ -150,8 +152,8 @@ class SecurityGate:
         action = getattr(route, "operation_id", None) or getattr(route, "name", "?")
         if action in READ_ONLY_ACTIONS:
             return
-        params = scope.get("path_params") or {}
-        if not params and principal is None:
+        params = scope.get("path_params")
+        if params is None:  # refused before routing
             params = route.matches(scope)[1].get("path_params", {})
         target = next((params[k] for k in _TARGETS if k in params), None)
         if target is None and location:

@@ -439,7 +439,14 @@ def test_rate_limit_429_with_retry_after_then_recovery(tmp_path, monkeypatch):
         r = c.post("/v1/models/m/predict", json=IRIS_ROW, headers=bearer(admin))  # the front door counts too
         assert r.status_code == 429 and r.headers["retry-after"]
         assert c.get("/v1/models", headers=bearer(other)).status_code == 200  # per key
+        r = c.delete("/v1/models/m", headers=bearer(admin))
+        assert r.status_code == 429
+        row = c.get("/v1/audit", params={"action": "delete_model"}, headers=bearer(other))
+        assert row.status_code == 403  # (other is no admin; and its request did not spend admin's tokens)
         clock[0] += 2.0  # one token back
+        row = c.get("/v1/audit", params={"action": "delete_model"}, headers=bearer(admin)).json()["data"][0]
+        assert (row["status"], row["key_name"], row["target_id"]) == (429, "k", "m")
+        clock[0] += 2.0
         assert c.get("/v1/models", headers=bearer(admin)).status_code == 200
         assert c.get("/v1/models", headers=bearer(admin)).status_code == 429
 
