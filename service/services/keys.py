@@ -131,14 +131,14 @@ class KeyRing:
         self.meta = meta
         self.sync = sync
         self.mode = mode  # auto | on | off (ORCHARD_AUTH)
-        self._by_hash: dict[bytes, Principal] = {}  # SHA-256 digest -> principal
+        self.by_hash: dict[bytes, Principal] = {}  # SHA-256 digest -> principal
         self.any = False
         self.enforced = mode == "on"
         self.reload()
 
     def reload(self) -> None:
         rows = self.meta.all_keys()
-        self._by_hash = {bytes.fromhex(r["key_hash"]): _principal(r) for r in rows}
+        self.by_hash = {bytes.fromhex(r["key_hash"]): _principal(r) for r in rows}
         self.any = bool(rows)
         self.enforced = self.mode == "on" or (self.mode == "auto" and self.any)
 
@@ -158,7 +158,7 @@ class KeyRing:
             raise Unauthorized("the Authorization header must be 'Bearer <key>'")
         h = hashlib.sha256(token).digest()
         if self.sync.live:
-            p = self._by_hash.get(h)
+            p = self.by_hash.get(h)
         else:  # the change feed is down: the database is the truth, per request, until it is back
             row = self.meta.key_by_hash(h.hex())
             p = _principal(row) if row is not None else None

@@ -9,6 +9,7 @@ import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 
+from service import security
 from service.app import create_app
 from service.security import MUTATING, READ_ONLY_ACTIONS
 from service.services import keys as keys_mod
@@ -315,6 +316,7 @@ def test_expiry_takes_effect_on_the_next_request(secured, monkeypatch):
             return dt.datetime.now(dt.UTC).timestamp() + 3601
 
     monkeypatch.setattr(keys_mod, "time", Later)
+    monkeypatch.setattr(security, "time", Later.time)  # the gate's inline check of the usual header
     assert_problem(c.get("/v1/models", headers=bearer(k["key"])), 401, "expired")
     assert c.post("/v1/models/m/predict", json=IRIS_ROW, headers=bearer(k["key"])).status_code == 401
     assert c.get("/v1/models", headers=bearer(admin)).status_code == 200  # no expiry: still valid
