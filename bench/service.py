@@ -77,8 +77,8 @@ def stop(p: subprocess.Popen) -> None:
 
 
 def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: dict | None = None) -> dict:
-    """wrk POSTing ``body`` (text: JSON; bytes: sent as they are) with ``headers`` (default: JSON)."""
-    headers = headers or {"Content-Type": "application/json"}
+    """wrk POSTing ``body`` (text: JSON; bytes: sent as they are) with ``headers`` (over a JSON content type)."""
+    headers = {"Content-Type": "application/json", **(headers or {})}
     raw = body.encode() if isinstance(body, str) else body
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write('wrk.method = "POST"\n')

@@ -10,14 +10,15 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from . import __version__
-from .api import algorithms, datasets, health, jobs, models, selection, train, v2
+from .api import algorithms, datasets, health, jobs, keys, models, selection, train, v2
 from .api import metrics as metrics_api
 from .api.body import BodyLimit
 from .api.fastpath import PredictFrontDoor, infer_model_name, predict_model_id
+from .browser_safety import SAFE_METHODS, BrowserGuard, BrowserGuardMiddleware, parse_list
 from .errors import install_handlers
 from .observability import Metrics, Observability, RequestRecorder
 from .runtime import Runtime
-from .security import SAFE_METHODS, BrowserGuard, BrowserGuardMiddleware, parse_list
+from .security import Guard, SecurityGate, document_security
 from .services.janitor import Janitor
 from .services.jobs import Reconciler
 from .settings import Settings
@@ -82,6 +83,7 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
         if app.openapi_schema:
             return app.openapi_schema
         schema = base()
+        document_security(schema)
         hand_parsed = (DatasetCreateJSON, PredictRequest, InferenceRequest)
         _, defs = models_json_schema([(m, "validation") for m in hand_parsed] + [(InferenceResponse, "serialization")],
                                      ref_template="#/components/schemas/{model}")
@@ -118,10 +120,13 @@ class OrchardApp(FastAPI):
 
 def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> OrchardApp:
     settings = settings or Settings()
+    guard = Guard(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime = Runtime.open(settings)
+        guard.open(runtime.meta)  # API keys, rate limits, audit (ORCHARD_ADMIN_KEY created here if absent)
+        runtime.guard = guard
         janitor = Janitor(runtime.meta, runtime.art, settings.janitor_grace_s, settings.janitor_interval_s)
         janitor.start()  # first pass now: temp dirs of ended processes, orphan artifacts (never a live replica's)
         runtime.queue.start()
@@ -144,6 +149,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         finally:
             app.predict_front_door.plane = None
             reconciler.shutdown()
+            guard.close()
             janitor.stop()
             runtime.queue.shutdown()
             runtime.art.remove_own_tmp()
@@ -163,22 +169,25 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.state.metrics = metrics
     app.state.on_rows = metrics.on_rows if metrics else None
     for r in (health.router, algorithms.router, datasets.router, train.router, selection.router, jobs.router,
-              models.router, v2.router, metrics_api.router):
+              models.router, v2.router, metrics_api.router, keys.router):
         app.include_router(r)
     _document_hand_parsed_bodies(app)
     recorder = RequestRecorder(metrics, settings.access_log)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # limits apply to every route
+    # keys (401, 429) before any body is read; the audit row of each mutating call before its answer leaves
+    app.add_middleware(SecurityGate, guard=guard, router=app.router)
     cors_origins = parse_list(settings.cors_origins)
-    if cors_origins:  # off unless configured (docs/decisions/browser-safety.md)
-        app.cors = True
+    if cors_origins:  # off unless configured (docs/decisions/browser-safety.md); outside the gate: a preflight
+        app.cors = True  # carries no key
         app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["*"],
                            allow_headers=["*"], expose_headers=["X-Request-ID", "Location", "Retry-After"],
                            max_age=600)
-    guard = BrowserGuard(parse_list(settings.allowed_hosts), cors_origins)
-    # the front door skips the middleware below: its guards are the same checks
+    browser = BrowserGuard(parse_list(settings.allowed_hosts), cors_origins)
+    # the front door skips the middleware: its guard is the same browser check, then the key's view of the models
     app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime.plane, recorder, settings.max_body_bytes,
-                                              guards=(guard.check,), on_rows=metrics.on_rows if metrics else None)
-    app.add_middleware(BrowserGuardMiddleware, guard=guard)  # Host allow-list, cross-site refusals
+                                              guards=(browser.check,), on_rows=metrics.on_rows if metrics else None)
+    app.predict_front_door.authorize = lambda scope, plane: guard.front_door(scope, app.state.runtime).plane
+    app.add_middleware(BrowserGuardMiddleware, guard=browser)  # Host allow-list, cross-site refusals
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)
     return app

@@ -1,4 +1,4 @@
-"""The ``orchard`` command: serve, worker, migrate, export-openapi."""
+"""The ``orchard`` command: serve, worker, migrate, keys, export-openapi."""
 
 from __future__ import annotations
 
@@ -16,12 +16,57 @@ def _settings(**overrides):
     return Settings(**clean)
 
 
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+REFUSAL = """orchard: refusing to serve on {host}:{port} without an API key: anyone who reaches this address could
+read, train, predict and delete everything. Do one of:
+  * create the first admin key (printed once; keep it) and start again:
+        orchard keys create --name admin --scopes admin
+    in a container, on its data volume:
+        docker run --rm -v orchard-data:/data <image> keys create --name admin --scopes admin
+  * or give one: ORCHARD_ADMIN_KEY=<32 or more random characters, e.g. `openssl rand -base64 32`>
+  * or serve without keys on a network you trust: ORCHARD_AUTH=off
+  * or bind to loopback: --host 127.0.0.1
+See docs/security.md."""
+
+
+def check_bind(settings) -> str | None:
+    """The reason `orchard serve` must not start (a non-loopback bind with no key and auth not off), or None."""
+    if is_loopback(settings.host) or settings.auth == "off" or settings.admin_key is not None:
+        return None
+    from .storage.metadata import MetadataStore
+
+    if settings.resolved_database_url().startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    meta = MetadataStore(settings.resolved_database_url())
+    try:
+        meta.upgrade_schema()
+        if meta.any_key():
+            return None
+    finally:
+        meta.dispose()
+    return REFUSAL.format(host=settings.host, port=settings.port)
+
+
 def cmd_serve(args) -> int:
     settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, workers=args.workers,
                          access_log=args.access_log)
-    refused = _check_data_dir(settings)
+    refused = _check_data_dir(settings)  # first: the files check_bind's database opening creates are private
     if refused:
         return refused
+    refusal = check_bind(settings)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
     from .queue.embedded import prestart
 
     prestart(settings)  # the training workers import in parallel with the API's imports below
@@ -120,6 +165,80 @@ def cmd_migrate(args) -> int:
     return 0
 
 
+def _key_store(args):
+    from .services.audit import AuditLog
+    from .services.key_sync import FileStamp, RedisKeySync
+    from .storage.metadata import MetadataStore
+
+    settings = _settings(data_dir=args.data_dir)
+    if settings.resolved_database_url().startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    meta = MetadataStore(settings.resolved_database_url())
+    meta.upgrade_schema()
+    if settings.queue_url:
+        sync = RedisKeySync(settings.queue_url, settings.queue_name, lambda: None)
+    else:
+        sync = FileStamp(settings.data_dir)
+    return meta, sync, AuditLog(meta)
+
+
+def _audit_cli(audit, action: str, target: str | None, project: str | None, status: int) -> None:
+    import getpass
+
+    audit.write({"key_id": None, "key_name": f"cli:{getpass.getuser()}", "project": project, "method": "CLI",
+                 "route": f"orchard keys {action}", "action": f"{action}_key", "target_id": target, "status": status,
+                 "request_id": None, "client": None})
+
+
+def cmd_keys(args) -> int:
+    """Create, list and revoke API keys in the metadata store (the running servers learn it before their next
+    request: services/key_sync.py)."""
+    import datetime as dt
+
+    from .errors import ProblemError
+    from .services.keys import create_key, key_view
+    from .storage.metadata import utcnow
+
+    meta, sync, audit = _key_store(args)
+
+    def out(obj) -> None:
+        print(json.dumps(obj, default=lambda v: v.isoformat() if isinstance(v, dt.datetime) else str(v), indent=2))
+
+    try:
+        if args.keys_command == "create":
+            expires = None
+            if args.expires_at:
+                expires = dt.datetime.fromisoformat(args.expires_at)
+                if expires.tzinfo is None:
+                    expires = expires.replace(tzinfo=dt.UTC)
+            elif args.expires_in_days:
+                expires = utcnow() + dt.timedelta(days=args.expires_in_days)
+            try:
+                row, token = create_key(meta, args.name, [s.strip() for s in args.scopes.split(",") if s.strip()],
+                                        args.project, expires)
+            except ProblemError as exc:
+                print(f"orchard keys create: {exc.detail}", file=sys.stderr)
+                return 2
+            sync.notify()
+            _audit_cli(audit, "create", row["id"], row["project"], 201)
+            out({**key_view(row), "key": token})
+            print("store the key now: it is shown only this once", file=sys.stderr)
+        elif args.keys_command == "list":
+            rows, _ = meta.list_keys(10_000, 0, project=args.project)
+            out([key_view(r) for r in rows])
+        else:
+            if not meta.revoke_key(args.key_id, utcnow()):
+                print(f"orchard keys revoke: no key {args.key_id!r}", file=sys.stderr)
+                return 1
+            sync.notify()
+            _audit_cli(audit, "revoke", args.key_id, None, 204)
+            print(f"revoked {args.key_id}", file=sys.stderr)
+    finally:
+        sync.close()
+        meta.dispose()
+    return 0
+
+
 def openapi_document() -> dict:
     from .app import create_app
     from .settings import Settings
@@ -157,6 +276,20 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--database-url", default=None, help="SQLAlchemy URL (default ORCHARD_DATABASE_URL, else SQLite)")
     m.add_argument("--check", action="store_true", help="only report the revision; exit 1 if not the newest")
     m.set_defaults(func=cmd_migrate)
+    k = sub.add_parser("keys", help="create, list or revoke API keys (docs/security.md)")
+    k.add_argument("--data-dir", type=Path, default=None, help="data directory (default ./orchard-data)")
+    ks = k.add_subparsers(dest="keys_command", required=True)
+    kc = ks.add_parser("create", help="create a key and print it (once)")
+    kc.add_argument("--name", required=True)
+    kc.add_argument("--scopes", required=True, help="comma-separated: read, predict, train, admin")
+    kc.add_argument("--project", default=None, help="the key's project (default: default)")
+    kc.add_argument("--expires-at", default=None, help="RFC 3339 time the key stops working (UTC if no zone)")
+    kc.add_argument("--expires-in-days", type=float, default=None, help="or: days from now")
+    kl = ks.add_parser("list", help="list keys (never the keys themselves)")
+    kl.add_argument("--project", default=None)
+    kr = ks.add_parser("revoke", help="revoke a key (refused from the next request on)")
+    kr.add_argument("key_id")
+    k.set_defaults(func=cmd_keys)
     e = sub.add_parser("export-openapi", help="write the OpenAPI document")
     e.add_argument("--output", "-o", default="openapi/openapi.json")
     e.set_defaults(func=cmd_export_openapi)

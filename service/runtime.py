@@ -23,6 +23,7 @@ class Runtime:
     queue: object
     cache: ModelCache
     plane: DataPlane  # inference over the cache, for /v1, /v2 and the predict front door
+    guard: object = None  # security.Guard: key ring, rate limiter, audit log (set by the app's lifespan)
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:

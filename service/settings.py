@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .services.resources import default_max_train_bytes, default_worker_memory_bytes
@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(10.0, gt=0, description="Seconds a client has to send a request's headers (from the connection or the previous answer); then the connection is closed (slow clients).")
     body_timeout_s: float = Field(60.0, gt=0, description="Seconds a client has to send a request's body (plus one second per 256 KiB received, for large uploads); then 408 and the connection is closed.")
     max_columns: int = Field(10_000, ge=1, description="Most columns an uploaded dataset (CSV, Parquet or JSON) or an inline table of train and evaluate may have; wider ones get 422 before the table is parsed.")
+    auth: Literal["auto", "on", "off"] = Field("auto", description="API keys: auto (required once any key exists; none: open, loopback only), on (always required), off (never: anyone reaching the port may do anything). `orchard serve` on a non-loopback address refuses to start with auto/on and no key, unless ORCHARD_ADMIN_KEY is set.")
+    admin_key: SecretStr | None = Field(None, description="An admin API key (at least 32 characters) created at start if absent and accepted from then on: the first key of a container or a cluster. Keep it in a secret store.")
+    metrics_public: bool = Field(False, description="Serve /metrics without a key (a scraper inside a trusted network); false: it needs a key with the read scope.")
+    rate_limit_per_s: float = Field(0.0, ge=0, description="Requests per second each API key may make (token bucket, shared through Redis when ORCHARD_QUEUE_URL is set); 0: no limit. Over it: 429 with Retry-After.")
+    rate_limit_burst: int = Field(0, ge=0, description="Requests a key may make at once above its rate (the bucket's size); 0: twice ORCHARD_RATE_LIMIT_PER_S, at least 1.")
+    max_project_jobs: int = Field(100, ge=0, description="Most queued plus running jobs (train, model selection, importance) of one project; more are refused with 429 until some finish. 0: no cap.")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -4,12 +4,13 @@ from core import registry
 
 from ..errors import NotFound
 from ..schemas.models import Algorithm, AlgorithmList, Problem
+from .deps import Read
 
 router = APIRouter(prefix="/v1/algorithms", tags=["algorithms"])
 
 
 @router.get("", response_model=AlgorithmList, operation_id="list_algorithms")
-def list_algorithms() -> dict:
+def list_algorithms(_: Read) -> dict:
     """Every algorithm with its task, parameter JSON Schema and capabilities."""
     data = [registry.describe(n) for n in registry.names()]
     return {"data": data, "count": len(data)}
@@ -17,7 +18,7 @@ def list_algorithms() -> dict:
 
 @router.get("/{name}", response_model=Algorithm, operation_id="get_algorithm",
             responses={404: {"model": Problem}})
-def get_algorithm(name: str) -> dict:
+def get_algorithm(name: str, _: Read) -> dict:
     try:
         return registry.describe(name)
     except registry.UnknownAlgorithm:

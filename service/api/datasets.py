@@ -13,12 +13,12 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import UnsupportedMedia, invalid
-from ..runtime import rt
 from ..schemas.models import Dataset, DatasetCreateJSON, DatasetList, RowsPage
 from ..services import datasets as ds
 from ..services.tables import parse_json_table, parse_types_query
 from ..services.widths import check_width
 from .common import Page, errors
+from .deps import ReadRT, TrainRT
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -55,11 +55,10 @@ def _kind(ctype: str, path: str | None = None, filename: str | None = None) -> s
 
 @router.post("", status_code=201, response_model=Dataset, operation_id="upload_dataset",
              openapi_extra=_UPLOAD_DOC, responses=errors(413, 415, 422))
-async def upload_dataset(request: Request, response: Response,
+async def upload_dataset(request: Request, response: Response, r: TrainRT,
                          name: str | None = Query(None, max_length=255, description="Dataset name"),
                          types: str | None = Query(None, description="Forced column types: col:categorical,...")):
     """Create a dataset from a CSV or Parquet body, a multipart CSV or Parquet file, or JSON columns + rows."""
-    r = rt(request)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     forced = parse_types_query(types)
     if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
@@ -109,14 +108,14 @@ async def upload_dataset(request: Request, response: Response,
 
 
 @router.get("", response_model=DatasetList, operation_id="list_datasets")
-def list_datasets(request: Request, page: Page = Depends()):
-    rows, total = rt(request).meta.list_datasets(page.limit, page.offset)
+def list_datasets(r: ReadRT, page: Page = Depends()):
+    rows, total = r.meta.list_datasets(page.limit, page.offset)
     return {"data": rows, "count": total}
 
 
 @router.get("/{dataset_id}", response_model=Dataset, operation_id="get_dataset", responses=errors(404))
-def get_dataset(request: Request, dataset_id: str):
-    return ds.get_record(rt(request).meta, dataset_id)
+def get_dataset(dataset_id: str, r: ReadRT):
+    return ds.get_record(r.meta, dataset_id)
 
 
 _EXPORT_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv; charset=utf-8"}
@@ -127,11 +126,10 @@ _EXPORT_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv; 
                 "application/json": {"schema": {"$ref": "#/components/schemas/RowsPage"}},
                 "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
                 "text/csv": {"schema": {"type": "string"}}}}})
-def get_dataset_rows(request: Request, dataset_id: str, page: Page = Depends(),
+def get_dataset_rows(request: Request, dataset_id: str, r: ReadRT, page: Page = Depends(),
                      format: str = Query("json", pattern="^(json|parquet|csv)$",
                                          description="json: a page of rows; parquet or csv: a file of every row "
                                                      "(or of limit rows from offset when limit is given)")):
-    r = rt(request)
     record = ds.get_record(r.meta, dataset_id)
     if format != "json":
         limit = page.limit if "limit" in request.query_params else None
@@ -143,7 +141,6 @@ def get_dataset_rows(request: Request, dataset_id: str, page: Page = Depends(),
 
 
 @router.delete("/{dataset_id}", status_code=204, operation_id="delete_dataset", responses=errors(404))
-def delete_dataset(request: Request, dataset_id: str):
-    r = rt(request)
+def delete_dataset(dataset_id: str, r: TrainRT):
     ds.delete(r.meta, r.art, dataset_id)
     return Response(status_code=204)

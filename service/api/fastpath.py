@@ -63,7 +63,10 @@ class PredictFrontDoor:
     """``await front_door(scope, receive, send, name, v2)`` for a path recognised by ``predict_model_id`` (v1)
     or ``infer_model_name`` (v2). ``get_plane()`` gives the running app's ``DataPlane`` (``plane`` caches it
     while the app runs); ``recorder``: the app's ``RequestRecorder``; ``on_rows(protocol, model_id, n, status)``:
-    optional, the rows each request predicted."""
+    optional, the rows each request predicted. ``authorize(scope, plane)``: the plane as the request's API key
+    sees it (its project), or a ``ProblemError`` (401/403/429); the app sets it from ``security.Guard``."""
+
+    authorize = staticmethod(lambda scope, plane: plane)  # open: every model
 
     def __init__(self, get_plane, recorder, body_limit: int, *, guards: Sequence[Guard] = (), on_rows=None):
         self.get_plane = get_plane
@@ -104,6 +107,7 @@ class PredictFrontDoor:
                         await refusal(scope, receive, send)
                         status, nbytes = refusal.status_code, len(refusal.body)
                         return
+                plane = self.authorize(scope, self.plane or self.get_plane())  # key (401/403/429), its project
                 if ctype is not None and ctype != _JSON and hlen is None:
                     _check_media(ctype, v2)
                 if declared is not None:
@@ -112,7 +116,6 @@ class PredictFrontDoor:
                 if body is None:
                     status = 499  # the client went away before sending its body
                     return
-                plane = self.plane or self.get_plane()
                 if v2:
                     bundle = plane.cache.peek(name)
                     if bundle is None:  # cold, or a name rather than an id: looked up and loaded on a worker thread

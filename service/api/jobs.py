@@ -10,11 +10,11 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import Conflict, NotFound
-from ..runtime import rt
 from ..schemas.models import Job, JobList
 from ..services import jobs as lifecycle
 from ..storage.metadata import TERMINAL
 from .common import Page, errors
+from .deps import ReadRT, TrainRT
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -26,32 +26,32 @@ def job_view(job: dict) -> dict:
     return {k: job.get(k) for k in _FIELDS}
 
 
-def _get(request: Request, job_id: str) -> dict:
-    job = rt(request).meta.get_job(job_id)
+def _get(r, job_id: str) -> dict:
+    job = r.meta.get_job(job_id)
     if job is None:
         raise NotFound(f"job {job_id!r} does not exist")
     return job
 
 
 @router.get("", response_model=JobList, operation_id="list_jobs")
-def list_jobs(request: Request, page: Page = Depends(),
+def list_jobs(r: ReadRT, page: Page = Depends(),
               status: str | None = Query(None, pattern="^(queued|running|succeeded|failed|cancelled)$"),
               kind: str | None = Query(None, max_length=40)):
-    rows, total = rt(request).meta.list_jobs(page.limit, page.offset, status=status, kind=kind)
+    rows, total = r.meta.list_jobs(page.limit, page.offset, status=status, kind=kind)
     return {"data": [job_view(j) for j in rows], "count": total}
 
 
 @router.get("/{job_id}", response_model=Job, operation_id="get_job", responses=errors(404))
-def get_job(request: Request, job_id: str):
-    return job_view(_get(request, job_id))
+def get_job(job_id: str, r: ReadRT):
+    return job_view(_get(r, job_id))
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=Job, operation_id="cancel_job",
              responses=errors(404, 409))
-def cancel_job(request: Request, job_id: str):
+def cancel_job(job_id: str, r: TrainRT):
     """Ask a job to stop: a queued job is cancelled at once (its model fails), a running fit at its next step."""
-    meta = rt(request).meta
-    job = _get(request, job_id)
+    meta = r.meta.store
+    job = _get(r, job_id)
     if job["status"] in TERMINAL:
         raise Conflict(f"job {job_id!r} already finished ({job['status']}); nothing to cancel")
     status = lifecycle.cancel(meta, job_id)
@@ -67,10 +67,11 @@ def cancel_job(request: Request, job_id: str):
     200: {"description": "Server-sent events: `progress` and `status` events, then `end`.",
           "content": {"text/event-stream": {"schema": {"type": "string"}}}},
 })
-async def stream_job_events(request: Request, job_id: str, interval: float = Query(0.25, ge=0.05, le=5.0)):
+async def stream_job_events(request: Request, job_id: str, r: ReadRT,
+                            interval: float = Query(0.25, ge=0.05, le=5.0)):
     """Progress and status of a job as server-sent events, until it ends."""
-    meta = rt(request).meta
-    await run_in_threadpool(_get, request, job_id)
+    meta = r.meta
+    await run_in_threadpool(_get, r, job_id)
 
     async def events():
         last = None

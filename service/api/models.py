@@ -7,7 +7,6 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import Conflict, NotFound, invalid
-from ..runtime import rt
 from ..schemas.models import (
     EvaluateRequest,
     EvaluateResponse,
@@ -30,7 +29,7 @@ from ..services.tables import parse_json_table
 from ..services.training import _target_values
 from ..services.widths import check_width
 from .common import Page, errors, raw_json_body
-from .deps import Plane
+from .deps import JobRT, PredictRT, ReadRT, TrainRT
 from .jobs import job_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -47,30 +46,29 @@ def model_view(m: dict) -> dict:
     return out
 
 
-def _record(request: Request, model_id: str) -> dict:
-    m = rt(request).meta.get_model(model_id)
+def _record(r, model_id: str) -> dict:
+    m = r.meta.get_model(model_id)
     if m is None:
         raise NotFound(f"model {model_id!r} does not exist")
     return m
 
 
 @router.get("", response_model=ModelList, operation_id="list_models")
-def list_models(request: Request, page: Page = Depends(),
+def list_models(r: ReadRT, page: Page = Depends(),
                 algorithm: str | None = Query(None, max_length=100),
                 status: str | None = Query(None, pattern="^(training|ready|failed)$")):
-    rows, total = rt(request).meta.list_models(page.limit, page.offset, algorithm=algorithm, status=status)
+    rows, total = r.meta.list_models(page.limit, page.offset, algorithm=algorithm, status=status)
     return {"data": [model_view(m) for m in rows], "count": total}
 
 
 @router.get("/{model_id}", response_model=Model, operation_id="get_model", responses=errors(404))
-def get_model(request: Request, model_id: str):
-    return model_view(_record(request, model_id))
+def get_model(model_id: str, r: ReadRT):
+    return model_view(_record(r, model_id))
 
 
 @router.delete("/{model_id}", status_code=204, operation_id="delete_model", responses=errors(404, 409))
-def delete_model(request: Request, model_id: str):
-    r = rt(request)
-    m = _record(request, model_id)
+def delete_model(model_id: str, r: TrainRT):
+    m = _record(r, model_id)
     if m["status"] == "training":
         raise Conflict(f"model {model_id!r} is still training; cancel job {m['job_id']} first")
     # the record first: from now on every request gets 404; a request that read the record just before and
@@ -85,7 +83,7 @@ def delete_model(request: Request, model_id: str):
              operation_id="predict", responses=errors(404, 409, 413, 415, 422),
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}})
-async def predict(request: Request, plane: Plane, model_id: str):
+async def predict(request: Request, model_id: str, r: PredictRT):
     """Predict with a ready model from named ``instances`` or positional ``rows``.
 
     The body is decoded and checked by hand (not by a pydantic model) to keep single-row
@@ -93,15 +91,14 @@ async def predict(request: Request, plane: Plane, model_id: str):
     """
     # the front door (api/fastpath.py) answers this path itself over the same data plane: this route is the
     # OpenAPI contract
-    data, _ = await plane.apredict(model_id, await raw_json_body(request))
+    data, _ = await r.plane.apredict(model_id, await raw_json_body(request))
     return Response(data, media_type="application/json")
 
 
 @router.post("/{model_id}/evaluate", response_model=EvaluateResponse, response_model_exclude_none=True,
              operation_id="evaluate_model", responses=errors(404, 409, 413, 422))
-async def evaluate_model(request: Request, model_id: str, body: EvaluateRequest):
+async def evaluate_model(model_id: str, body: EvaluateRequest, r: PredictRT):
     """Metrics of a ready model on a stored dataset or inline data (which must hold the target)."""
-    r = rt(request)
     bundle = await r.cache.aget(model_id)
     return await run_in_threadpool(_evaluate, r, bundle, body)
 
@@ -165,9 +162,8 @@ def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
 
 @router.post("/{model_id}/explain", response_model=ExplainResponse, response_model_exclude_none=True,
              operation_id="explain_model", responses=errors(404, 409, 413, 422))
-async def explain_model(request: Request, model_id: str, body: ExplainRequest):
+async def explain_model(model_id: str, body: ExplainRequest, r: PredictRT):
     """Additive contributions (SHAP values) of every original feature to each instance's output."""
-    r = rt(request)
     bundle = r.cache.get(model_id)
     out = await run_in_threadpool(explain_payload, r, bundle, body.model_dump())
     return Response(orjson.dumps(out), media_type="application/json")
@@ -175,9 +171,9 @@ async def explain_model(request: Request, model_id: str, body: ExplainRequest):
 
 @router.post("/{model_id}/importance", status_code=202, response_model=ImportanceAccepted,
              operation_id="permutation_importance", responses=errors(404, 409, 413, 422))
-async def importance(request: Request, response: Response, model_id: str, body: ImportanceRequest):
+async def importance(response: Response, model_id: str, body: ImportanceRequest, r: JobRT):
     """Start a permutation-importance job (kind ``importance``) on a dataset holding the target."""
-    job = await run_in_threadpool(submit_importance, rt(request), model_id, body.model_dump())
+    job = await run_in_threadpool(submit_importance, r, model_id, body.model_dump())
     response.headers["Location"] = f"/v1/jobs/{job['id']}"
     return {"job": job_view(job)}
 
@@ -185,9 +181,8 @@ async def importance(request: Request, response: Response, model_id: str, body: 
 @router.post("/{model_id}/partial-dependence", response_model=PartialDependenceResponse,
              response_model_exclude_none=True, operation_id="partial_dependence",
              responses=errors(404, 409, 413, 422))
-async def partial_dependence(request: Request, model_id: str, body: PartialDependenceRequest):
+async def partial_dependence(model_id: str, body: PartialDependenceRequest, r: PredictRT):
     """Partial dependence (average) and ICE (individual) curves over a quantile / category grid."""
-    r = rt(request)
     bundle = r.cache.get(model_id)
     out = await run_in_threadpool(partial_dependence_payload, r, bundle, body.model_dump())
     return Response(orjson.dumps(out), media_type="application/json")

@@ -1,11 +1,11 @@
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..runtime import rt
 from ..schemas.models import TrainAccepted, TrainRequest
 from ..services.training import submit_train
 from ..services.widths import check_width
 from .common import errors
+from .deps import JobRT
 from .jobs import job_view
 
 router = APIRouter(prefix="/v1", tags=["training"])
@@ -13,9 +13,8 @@ router = APIRouter(prefix="/v1", tags=["training"])
 
 @router.post("/train", status_code=202, response_model=TrainAccepted, operation_id="train_model",
              responses=errors(404, 413, 422))
-async def train_model(body: TrainRequest, request: Request, response: Response):
+async def train_model(body: TrainRequest, response: Response, r: JobRT):
     """Validate a training request (422 before anything is queued) and start a training job."""
-    r = rt(request)
     req = body.model_dump()
     if body.data is not None:
         check_width(len(body.data.columns), r.settings.max_columns, ["body", "data", "columns"])

@@ -20,7 +20,7 @@ from ..schemas.v2 import (
     V2Error,
 )
 from ..services.inference import run_sized
-from .deps import Plane
+from .deps import PredictRT, Read, ReadRT
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
 EXTENSIONS = ["binary_tensor_data"]
@@ -51,36 +51,36 @@ def server_ready(request: Request):
 
 
 @router.get("", response_model=ServerMetadata, operation_id="v2_server_metadata")
-def server_metadata():
+def server_metadata(_: Read):
     """Server name, version and protocol extensions."""
     return {"name": "orchard", "version": __version__, "extensions": EXTENSIONS}
 
 
 @router.get("/models/{model_name}", response_model=ModelMetadata, response_model_exclude_none=True,
             operation_id="v2_model_metadata", responses=_err(400, 404))
-def model_metadata(plane: Plane, model_name: str):
+def model_metadata(model_name: str, r: ReadRT):
     """Inputs (one per feature, or one [n, n_features] tensor) and outputs of a model."""
-    return plane.metadata(model_name)
+    return r.plane.metadata(model_name)
 
 
 @router.get("/models/{model_name}/versions/{model_version}", response_model=ModelMetadata,
             response_model_exclude_none=True, include_in_schema=False)
-def model_version_metadata(plane: Plane, model_name: str, model_version: str):
+def model_version_metadata(model_name: str, model_version: str, r: ReadRT):
     _check_version(model_version)
-    return plane.metadata(model_name)
+    return r.plane.metadata(model_name)
 
 
 @router.get("/models/{model_name}/ready", response_model=ModelReady, operation_id="v2_model_ready",
             responses=_err(400, 404, 409))
-def model_ready(plane: Plane, model_name: str):
+def model_ready(model_name: str, r: ReadRT):
     """200 when the model can serve inference now (its bundle is loaded); 409 while it trains or if it failed."""
-    return plane.ready(model_name)
+    return r.plane.ready(model_name)
 
 
 @router.get("/models/{model_name}/versions/{model_version}/ready", response_model=ModelReady, include_in_schema=False)
-def model_version_ready(plane: Plane, model_name: str, model_version: str):
+def model_version_ready(model_name: str, model_version: str, r: ReadRT):
     _check_version(model_version)
-    return plane.ready(model_name)
+    return r.plane.ready(model_name)
 
 
 def _check_version(v: str) -> None:
@@ -88,7 +88,7 @@ def _check_version(v: str) -> None:
         raise NotFound(f"model version {v!r} does not exist; every Orchard model has the single version '1'")
 
 
-async def _infer(request: Request, plane: Plane, model_name: str) -> Response:
+async def _infer(request: Request, plane, model_name: str) -> Response:
     """The documented route (the front door answers ``/v2/models/{name}/infer`` itself; this one serves the
     versioned path) over the same data plane."""
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
@@ -116,13 +116,13 @@ _INFER_OK = {200: {"description": "Inference outputs", "content": {"application/
 
 @router.post("/models/{model_name}/infer", operation_id="v2_infer", openapi_extra=_INFER_DOC,
              responses={**_INFER_OK, **_err(400, 404, 409, 413, 415)})
-async def infer(request: Request, plane: Plane, model_name: str):
+async def infer(request: Request, model_name: str, r: PredictRT):
     """Inference: inputs as one [n, n_features] tensor or one tensor per feature; outputs predict,
     predict_proba, ... (all that apply unless ``outputs`` names some). Binary tensor data is accepted."""
-    return await _infer(request, plane, model_name)
+    return await _infer(request, r.plane, model_name)
 
 
 @router.post("/models/{model_name}/versions/{model_version}/infer", include_in_schema=False)
-async def infer_version(request: Request, plane: Plane, model_name: str, model_version: str):
+async def infer_version(request: Request, model_name: str, model_version: str, r: PredictRT):
     _check_version(model_version)
-    return await _infer(request, plane, model_name)
+    return await _infer(request, r.plane, model_name)

@@ -187,6 +187,7 @@ class ModelCache:
                 raise NotFound(f"model {model_id!r} does not exist") from None
             raise ArtifactIntegrityError(str(exc)) from None
         cost = measured_nbytes(bundle)
+        bundle.project = record.get("project") or "default"  # what ProjectCache checks (services/projects.py)
         self.loads += 1
         self.load_seconds += time.perf_counter() - start
         entry = _Entry(bundle, cost)

@@ -174,7 +174,7 @@ class Fanout:
                 payload["deadline"] = deadline
             rows.append({"id": ds.new_id("job"), "kind": "trial", "status": "queued", "progress": 0.0,
                          "message": "queued", "payload": payload, "model_id": None, "cancel_requested": False,
-                         "created_at": now, "updated_at": now})
+                         "created_at": now, "updated_at": now, "project": self.job.get("project") or "default"})
         with self.meta.engine.begin() as conn:
             conn.execute(jobs.insert(), rows)
         ids = [r["id"] for r in rows]
@@ -299,7 +299,8 @@ def _refit(meta, art, job: dict, cls, params: dict, ctx, cv_summary: dict) -> tu
         meta.insert_model({"id": model_id, "name": p.get("name") or model_id, "algorithm": cls.name,
                            "task": cls.task, "params": _plain(params), "status": "training", "job_id": job["id"],
                            "dataset_id": p["dataset_id"], "features": bundle.features, "target": data.target,
-                           "classes": None, "metrics": {}, "size_bytes": 0, "created_at": utcnow()})
+                           "classes": None, "metrics": {}, "size_bytes": 0, "created_at": utcnow(),
+                           "project": job.get("project") or "default"})
     from .explain import model_insight
 
     return model_id, {"staged": staged, "model": {

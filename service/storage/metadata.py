@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -44,6 +45,7 @@ datasets = Table(
     Column("size_bytes", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("notes", JSON, nullable=True),
+    Column("project", String(63), nullable=False, server_default=text("'default'"), index=True),
 )
 
 models = Table(
@@ -65,6 +67,7 @@ models = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("notes", JSON, nullable=True),
     Column("preprocessing", JSON, nullable=True),
+    Column("project", String(63), nullable=False, server_default=text("'default'"), index=True),
 )
 
 jobs = Table(
@@ -88,6 +91,39 @@ jobs = Table(
     Column("attempt", Integer, nullable=False, server_default=text("0"), default=0),
     # the running attempt's lease: renewed by it every third of ORCHARD_JOB_LEASE_TIMEOUT (services/jobs.py)
     Column("lease_expires_at", DateTime(timezone=True), index=True),
+    Column("project", String(63), nullable=False, server_default=text("'default'"), index=True),
+)
+
+# API keys (services/keys.py): only the SHA-256 of a key is stored; revoked keys are kept (audit, and so that
+# "keys exist" stays true once the first one was made)
+api_keys = Table(
+    "api_keys", metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(100), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("scopes", JSON, nullable=False),
+    Column("project", String(63), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+
+# every mutating call (services/audit.py), newest first by id
+audit_log = Table(
+    "audit_log", metadata,
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False, index=True),
+    Column("key_id", String(40), nullable=True, index=True),
+    Column("key_name", String(100), nullable=True),
+    Column("project", String(63), nullable=True, index=True),
+    Column("method", String(10), nullable=False),
+    Column("route", String(255), nullable=False),
+    Column("action", String(100), nullable=False, index=True),
+    Column("target_id", String(255), nullable=True),
+    Column("status", Integer, nullable=False, index=True),
+    Column("request_id", String(128), nullable=True),
+    Column("client", String(64), nullable=True),
 )
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -171,8 +207,8 @@ class MetadataStore:
     def get_dataset(self, id_: str) -> dict | None:
         return self._get(datasets, id_)
 
-    def list_datasets(self, limit: int, offset: int):
-        return self._list(datasets, {}, limit, offset)
+    def list_datasets(self, limit: int, offset: int, project: str | None = None):
+        return self._list(datasets, {"project": project}, limit, offset)
 
     def delete_dataset(self, id_: str) -> bool:
         return self._delete(datasets, id_)
@@ -188,12 +224,15 @@ class MetadataStore:
     def get_model(self, id_: str) -> dict | None:
         return self._get(models, id_)
 
-    def find_models_by_name(self, name: str) -> list[dict]:
+    def find_models_by_name(self, name: str, project: str | None = None) -> list[dict]:
+        q = select(models).where(models.c.name == name)
+        if project is not None:
+            q = q.where(models.c.project == project)
         with self.engine.connect() as conn:
-            return [_row(r) for r in conn.execute(select(models).where(models.c.name == name))]
+            return [_row(r) for r in conn.execute(q)]
 
-    def list_models(self, limit: int, offset: int, algorithm=None, status=None):
-        return self._list(models, {"algorithm": algorithm, "status": status}, limit, offset)
+    def list_models(self, limit: int, offset: int, algorithm=None, status=None, project: str | None = None):
+        return self._list(models, {"algorithm": algorithm, "status": status, "project": project}, limit, offset)
 
     def update_model(self, id_: str, **values) -> None:
         with self.engine.begin() as conn:
@@ -223,10 +262,17 @@ class MetadataStore:
     def get_job(self, id_: str) -> dict | None:
         return self._get(jobs, id_)
 
-    def list_jobs(self, limit: int, offset: int, status=None, kind=None):
+    def list_jobs(self, limit: int, offset: int, status=None, kind=None, project: str | None = None):
         # the trials of model-selection jobs are listed only when asked for (kind=trial)
-        return self._list(jobs, {"status": status, "kind": kind}, limit, offset,
+        return self._list(jobs, {"status": status, "kind": kind, "project": project}, limit, offset,
                           extra=() if kind else (jobs.c.kind != "trial",))
+
+    def count_active_jobs(self, project: str) -> int:
+        """Queued and running jobs of a project (trials, the parts of a selection job, not counted)."""
+        q = (select(func.count()).select_from(jobs)
+             .where(jobs.c.project == project, jobs.c.status.in_(["queued", "running"]), jobs.c.kind != "trial"))
+        with self.engine.connect() as conn:
+            return int(conn.execute(q).scalar_one())
 
     def jobs_in(self, statuses: Iterable[str]) -> list[dict]:
         with self.engine.connect() as conn:
@@ -242,3 +288,44 @@ class MetadataStore:
         with self.engine.connect() as conn:
             q = select(jobs.c.kind, jobs.c.status, func.count()).group_by(jobs.c.kind, jobs.c.status)
             return {(k, s): int(n) for k, s, n in conn.execute(q)}
+
+    # -- API keys and audit (services/keys.py, services/audit.py) ------------------------------
+    def insert_key(self, values: dict) -> None:
+        self._insert(api_keys, values)
+
+    def all_keys(self) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [_row(r) for r in conn.execute(select(api_keys).order_by(api_keys.c.created_at, api_keys.c.id))]
+
+    def key_by_hash(self, key_hash: str) -> dict | None:
+        with self.engine.connect() as conn:
+            return _row(conn.execute(select(api_keys).where(api_keys.c.key_hash == key_hash)).first())
+
+    def get_key(self, id_: str) -> dict | None:
+        return self._get(api_keys, id_)
+
+    def list_keys(self, limit: int, offset: int, project: str | None = None) -> tuple[list[dict], int]:
+        return self._list(api_keys, {"project": project}, limit, offset)
+
+    def revoke_key(self, id_: str, at: dt.datetime) -> bool:
+        """Revoke a key; False if it does not exist (revoking a revoked key keeps its first revocation time)."""
+        with self.engine.begin() as conn:
+            if conn.execute(select(api_keys.c.id).where(api_keys.c.id == id_)).first() is None:
+                return False
+            conn.execute(update(api_keys).where(api_keys.c.id == id_, api_keys.c.revoked_at.is_(None))
+                         .values(revoked_at=at))
+        return True
+
+    def any_key(self) -> bool:
+        with self.engine.connect() as conn:
+            return conn.execute(select(api_keys.c.id).limit(1)).first() is not None
+
+    def insert_audit(self, values: dict) -> None:
+        self._insert(audit_log, values)
+
+    def list_audit(self, limit: int, offset: int, conds: list) -> tuple[list[dict], int]:
+        with self.engine.connect() as conn:
+            q = select(audit_log).where(*conds).order_by(audit_log.c.id.desc())
+            rows = [_row(r) for r in conn.execute(q.limit(limit).offset(offset))]
+            total = conn.execute(select(func.count()).select_from(audit_log).where(*conds)).scalar_one()
+        return rows, int(total)

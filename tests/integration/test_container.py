@@ -50,6 +50,7 @@ IMAGE_LIMIT_MB = 480  # 400 MB with NumPy and SciPy, plus Arrow ingestion and bo
 STORAGE = ["--storage-driver=vfs"]
 PODMAN = ["podman", "--cgroup-manager=cgroupfs", *STORAGE]
 BUILDAH = ["buildah", *STORAGE]
+ADMIN_KEY = "container-test-admin-key-0123456789-abcdefghij"  # ORCHARD_ADMIN_KEY: >= 32 characters
 pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
@@ -334,7 +335,8 @@ def test_container_serves_the_walkthrough(image, tmp_path):
     data.mkdir()
     os.chown(data, 10001, 10001)  # the image's unprivileged user owns its volume
     port = _free_port()
-    ctr = Container(tag, data, {"ORCHARD_PORT": str(port)})  # the default pool: one worker per core
+    # the default pool (one worker per core); bound to 0.0.0.0, so its first key comes from ORCHARD_ADMIN_KEY
+    ctr = Container(tag, data, {"ORCHARD_PORT": str(port), "ORCHARD_ADMIN_KEY": ADMIN_KEY})
     try:
         proc = ctr.start("orchard", "serve")
         url = f"http://127.0.0.1:{port}"
@@ -342,7 +344,8 @@ def test_container_serves_the_walkthrough(image, tmp_path):
         print(f"\n[container] cold start to ready ({os.cpu_count()} workers, the default): {cold:.2f} s")
         timings["cold_start_s"] = round(cold, 2)
         timings["workers"] = os.cpu_count()
-        c = httpx.Client(base_url=url, timeout=30)
+        assert httpx.get(url + "/v1/models", timeout=30).status_code == 401  # keys required
+        c = httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
         assert c.get("/health/live").json() == {"status": "ok"}
         # the README walkthrough
         ds = c.post("/v1/datasets?name=iris", content=iris_csv(), headers={"content-type": "text/csv"})
@@ -394,12 +397,39 @@ def test_cold_start_one_worker(image, tmp_path):
     data.mkdir()
     os.chown(data, 10001, 10001)
     port = _free_port()
-    ctr = Container(tag, data, {"ORCHARD_PORT": str(port), "ORCHARD_WORKERS": "1"})
+    ctr = Container(tag, data, {"ORCHARD_PORT": str(port), "ORCHARD_WORKERS": "1", "ORCHARD_ADMIN_KEY": ADMIN_KEY})
     try:
         cold = _wait_ready(f"http://127.0.0.1:{port}", ctr.start("orchard", "serve"))
         print(f"\n[container] cold start to ready (1 worker): {cold:.2f} s")
         timings["cold_start_1w_s"] = round(cold, 2)
-        assert httpx.get(f"http://127.0.0.1:{port}/v1/algorithms", timeout=10).status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/algorithms", timeout=10,
+                         headers={"Authorization": f"Bearer {ADMIN_KEY}"}).status_code == 200
+    finally:
+        ctr.stop()
+
+
+def test_container_without_a_key_refuses_to_start_and_says_how(image, tmp_path):
+    """The image binds 0.0.0.0: with no key it exits with the ways to make the first one; `orchard keys create`
+    run on its volume makes one, and the server then starts and requires it."""
+    tag, info, timings = image
+    data = tmp_path / "data"
+    data.mkdir()
+    os.chown(data, 10001, 10001)
+    port = _free_port()
+    ctr = Container(tag, data, {"ORCHARD_PORT": str(port)})
+    try:
+        proc = subprocess.run(ctr.cmd("orchard", "serve"), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "refusing to serve on 0.0.0.0" in proc.stderr and "orchard keys create --name admin --scopes admin" \
+            in proc.stderr and "ORCHARD_ADMIN_KEY" in proc.stderr, proc.stderr
+        made = subprocess.run(ctr.cmd("orchard", "keys", "create", "--name", "admin", "--scopes", "admin"),
+                              capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stdout + made.stderr
+        key = json.loads(made.stdout[made.stdout.index("{"):])["key"]
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, ctr.start("orchard", "serve"))
+        assert httpx.get(url + "/v1/models", timeout=10).status_code == 401
+        assert httpx.get(url + "/v1/models", timeout=10, headers={"Authorization": f"Bearer {key}"}).status_code == 200
     finally:
         ctr.stop()
 

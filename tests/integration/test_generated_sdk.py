@@ -1,5 +1,6 @@
 """A Python SDK generated from openapi/openapi.json (openapi-python-client) drives the README walkthrough against
-a real `orchard serve`: upload, train, poll, predict, evaluate, the error answers and the V2 protocol.
+a real `orchard serve` that requires API keys: the SDK's AuthenticatedClient sends the key (the document declares
+the bearer scheme); upload, train, poll, predict, evaluate, the error answers (401 and 403 included) and V2.
 
 The client is generated into a temporary directory and imported from there (its dependencies, httpx, attrs and
 python-dateutil, come with openapi-python-client). The CSV body form of upload is not generated (the generator
@@ -51,6 +52,15 @@ def server(tmp_path_factory):
     data.mkdir()
     s = Server(data, _free_port()).start()
     try:
+        import httpx
+
+        # the first key (made while the loopback server is open) switches keys on
+        r = httpx.post(s.url + "/v1/keys", json={"name": "sdk", "scopes": ["admin"]}, timeout=30)
+        assert r.status_code == 201, r.text
+        s.key = r.json()["key"]
+        r = httpx.post(s.url + "/v1/keys", json={"name": "reader", "scopes": ["read"]}, timeout=30,
+                       headers={"Authorization": f"Bearer {s.key}"})
+        s.read_key = r.json()["key"]
         yield s
     finally:
         s.stop()
@@ -64,7 +74,7 @@ def _csv_table():
 
 
 def test_walkthrough_through_the_generated_client(sdk, server):
-    from orchard_sdk import Client
+    from orchard_sdk import AuthenticatedClient, Client
     from orchard_sdk.api.algorithms import get_algorithm, list_algorithms
     from orchard_sdk.api.datasets import get_dataset, upload_dataset
     from orchard_sdk.api.health import health_live, health_ready
@@ -89,7 +99,16 @@ def test_walkthrough_through_the_generated_client(sdk, server):
     from orchard_sdk.models.job_status import JobStatus
     from orchard_sdk.types import File
 
-    client = Client(base_url=server.url, raise_on_unexpected_status=True, timeout=None)
+    anonymous = Client(base_url=server.url, raise_on_unexpected_status=True, timeout=None)
+    assert health_live.sync(client=anonymous).status == "ok"  # health needs no key
+    refused = list_algorithms.sync_detailed(client=anonymous)
+    assert refused.status_code == 401 and isinstance(refused.parsed, Problem)
+    assert refused.headers["www-authenticate"].startswith("Bearer")
+    reader = AuthenticatedClient(base_url=server.url, token=server.read_key, raise_on_unexpected_status=True,
+                                 timeout=None)
+    assert list_algorithms.sync(client=reader).count > 0
+    client = AuthenticatedClient(base_url=server.url, token=server.key, raise_on_unexpected_status=True,
+                                 timeout=None)
     assert health_live.sync(client=client).status == "ok"
     assert health_ready.sync(client=client).status == "ok"
     algos = list_algorithms.sync(client=client)
@@ -167,6 +186,10 @@ def test_walkthrough_through_the_generated_client(sdk, server):
     assert isinstance(out, InferenceResponse) and out.outputs[0].data == ["setosa", "virginica"]
     err = v2_model_metadata.sync("no-such-model", client=client)
     assert isinstance(err, V2Error) and "no-such-model" in err.error
+
+    # a read key cannot predict: a typed 403 naming the scope
+    denied = predict.sync(accepted.model_id, client=reader, body=PredictRequest.from_dict({"rows": [[1, 2, 3, 4]]}))
+    assert isinstance(denied, Problem) and denied.status == 403 and "predict" in denied.detail
 
     # delete
     assert delete_model.sync_detailed(accepted.model_id, client=client).status_code == 204

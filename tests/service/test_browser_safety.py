@@ -1,4 +1,4 @@
-"""Browser safety (service/security.py): the Host allow-list refuses DNS rebinding on every route, the front door
+"""Browser safety (service/browser_safety.py): the Host allow-list refuses DNS rebinding on every route, the front door
 and /v2 included; state-changing requests a web page could send cross-site are refused; CORS is off unless
 configured; clients that are not browsers (no Origin) keep working."""
 
@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.security import BrowserGuard, host_name
+from service.browser_safety import BrowserGuard, host_name
 from service.settings import Settings
 from tests.service.conftest import assert_problem, iris_csv, train, upload_csv
 

@@ -91,7 +91,7 @@ def test_orchard_migrate_command(tmp_path):
     check = subprocess.run([*env_cmd, "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
     tables = set(inspect(create_engine(f"sqlite:///{tmp_path / 'd' / 'orchard.db'}")).get_table_names())
-    assert tables == {"alembic_version", "datasets", "models", "jobs"}
+    assert tables == {"alembic_version", "datasets", "models", "jobs", "api_keys", "audit_log"}
 
 
 def test_migration_files_are_package_data():
