@@ -38,10 +38,6 @@ class KMeans(Clusterer):
     reports_progress = True
     needs_scaling = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_clusters": 3, "n_init": 2}
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X = check_array(X)

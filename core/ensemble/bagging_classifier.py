@@ -66,6 +66,3 @@ class BaggingClassifier(BaseBagging, Classifier):
     def predict_proba(self, X):
         return self._mean_output(X)
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_estimators": 4, "random_state": 0}

@@ -46,6 +46,3 @@ class BaggingRegressor(BaseBagging, Regressor):
     def predict(self, X):
         return self._mean_output(X)
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_estimators": 4, "random_state": 0}

@@ -54,6 +54,3 @@ class RandomForestClassifier(BaseForest, Classifier):
             return counts.reshape(n, K) / T
         return self._forest_values(X)
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_estimators": 5, "random_state": 0}

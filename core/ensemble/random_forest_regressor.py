@@ -50,6 +50,3 @@ class RandomForestRegressor(BaseForest, Regressor):
     def predict(self, X):
         return self._forest_values(X)[:, 0]
 
-    @classmethod
-    def _example_params(cls):
-        return {"n_estimators": 5, "random_state": 0}

@@ -98,10 +98,6 @@ class SVMClassifier(Classifier):
     reports_progress = True
     needs_scaling = True
 
-    @classmethod
-    def _example_params(cls):
-        return {"probability": True}
-
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
@@ -242,7 +238,6 @@ class SVMClassifier(Classifier):
             P = np.clip(P, 1e-12, None)
             return P / P.sum(axis=1, keepdims=True)
         return pairwise_coupling(P, len(self.classes_))
-
 
     # ``predict_proba`` exists only when probability=True (as SVC): hasattr() says whether it can be called,
     # so callers such as the service's evaluation fall back to predict() otherwise.

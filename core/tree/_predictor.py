@@ -9,9 +9,14 @@ and rebuilt after unpickling (a bundle stores the trees only).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ._tree import CATEGORICAL, LEAF, NUMERIC, Tree, ranges
+from ._nodes import CATEGORICAL, LEAF, NUMERIC, ranges
+
+if TYPE_CHECKING:
+    from ._tree import Tree
 
 __all__ = ["NodeTable"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["Tree", "LEAF", "NUMERIC", "CATEGORICAL", "ranges", "NodeTable", "impurity"]
 
-LEAF, NUMERIC, CATEGORICAL = 0, 1, 2
+from ._nodes import CATEGORICAL, LEAF, NUMERIC, ranges  # noqa: F401  (re-exported)
 
 
 def _pack_f64(a: np.ndarray):
@@ -142,16 +142,6 @@ class Tree:
         dec = Wi[internal] - child_sum
         np.add.at(imp, self.feature[internal], dec)
         return np.maximum(imp, 0.0)
-
-
-def ranges(counts: np.ndarray) -> np.ndarray:
-    """concatenate(arange(c) for c in counts), vectorised."""
-    counts = np.asarray(counts, dtype=np.intp)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.intp)
-    ends = np.cumsum(counts)
-    return np.arange(total, dtype=np.intp) - np.repeat(ends - counts, counts)
 
 
 from ._criterion import impurity  # noqa: E402  (re-exported)

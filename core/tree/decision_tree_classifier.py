@@ -37,6 +37,3 @@ class DecisionTreeClassifier(BaseDecisionTree, Classifier):
     def predict_proba(self, X):
         return self._tree_values(X)
 
-    @classmethod
-    def _example_params(cls):
-        return {"random_state": 0}

@@ -34,6 +34,3 @@ class DecisionTreeRegressor(BaseDecisionTree, Regressor):
     def predict(self, X):
         return self._tree_values(X)[:, 0]
 
-    @classmethod
-    def _example_params(cls):
-        return {"random_state": 0}

@@ -90,10 +90,6 @@ class HistGradientBoostingMixin:
     fit_memory = boosting_fit()  # peak memory model (core/memory.py)
     uses_hist_workers = True  # the service sets n_jobs (when a request leaves it null) from ORCHARD_HIST_WORKERS
 
-    @classmethod
-    def _example_params(cls) -> dict:
-        return {"max_iter": 5, "min_samples_leaf": 5}
-
     def _fit_boosting(self, X, y, stratify, sample_weight, ctx, p, loss, categorical_features=None):
         """Fit; returns the fitted state as a dict (assigned by the caller at the end)."""
         n, n_features = X.shape
