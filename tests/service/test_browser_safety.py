@@ -25,7 +25,7 @@ def _route_calls(app, ds, mid):
     """(method, path) of every operation of the app's OpenAPI document and of its documentation pages, with
     real ids in the path parameters."""
     values = {"dataset_id": ds, "model_id": mid, "model_name": mid, "job_id": "job_x", "model_version": "1",
-              "name": "logistic_regression"}
+              "name": "logistic_regression", "key_id": "key_x"}
     calls = [("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]
     for path, ops in app.openapi()["paths"].items():
         for k, v in values.items():
