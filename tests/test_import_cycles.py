@@ -13,14 +13,6 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-# Cycles known and owned elsewhere, each with the reason; the test fails when one disappears, so that its
-# entry goes too.
-KNOWN = {
-    frozenset({"service.services.oip", "service.services.rl"}):
-        "rl's /v2 tensor helpers import oip's private helpers while oip dispatches to rl; oip is being "
-        "reorganised as the data plane: the shared tensor helpers move out of oip there",
-}
-
 
 def import_cycles(*packages: str) -> list[frozenset[str]]:
     graph = grimp.build_graph(*packages, include_external_packages=False, exclude_type_checking_imports=True)
@@ -37,10 +29,7 @@ def import_cycles(*packages: str) -> list[frozenset[str]]:
 
 
 def test_core_and_service_have_no_import_cycles():
-    cycles = import_cycles("core", "service")
-    unexpected = [sorted(c) for c in cycles if c not in KNOWN]
-    assert unexpected == []
-    assert set(KNOWN) <= set(cycles), "a known cycle is gone: remove its entry from KNOWN"
+    assert [sorted(c) for c in import_cycles("core", "service")] == []
 
 
 def test_core_alone_has_no_import_cycles():

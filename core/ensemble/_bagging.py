@@ -18,7 +18,7 @@ from ..params import Any_, Bool, Int, OneOf, ParamError, Seed
 from ..random import check_random_state, spawn_seeds
 from ..tree._base import Fraction
 from ..tree._binning import resolve_categorical
-from ..validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ..validation import DataError, check_predict_input, check_sample_weight
 
 __all__ = ["BaseBagging", "bagging_params", "build_base", "draw_bags"]
 
@@ -184,9 +184,7 @@ class BaseBagging:
 
     def _mean_output(self, X) -> np.ndarray:
         """Average of the members' outputs."""
-        check_is_fitted(self, ["estimators_"])
-        X = check_array(X, allow_nan=True)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "estimators_", allow_nan=True)
         total = None
         for est, feats in zip(self.estimators_, self.estimators_features_, strict=True):
             out = self._member_output(est, X[:, feats])

@@ -37,7 +37,7 @@ from ..tree._base import (
 from ..tree._binning import AUTO_HIST_MIN_SAMPLES, bin_features
 from ..tree._grower import TreeGrower
 from ..tree._predictor import NodeTable
-from ..validation import check_array, check_is_fitted, check_n_features
+from ..validation import check_predict_input
 
 __all__ = ["BaseForest", "forest_params", "fit_forest", "resolve_n_jobs"]
 
@@ -225,11 +225,7 @@ class BaseForest:
         return self
 
     def _checked_X(self, X) -> np.ndarray:
-        check_is_fitted(self, ["trees_"])
-        X = check_array(X, allow_nan=True)
-        X = regroup(self, X)
-        check_n_features(self, X)
-        return X
+        return regroup(self, check_predict_input(self, X, "trees_", allow_nan=True))
 
     def _forest_values(self, X) -> np.ndarray:
         """(n, V) average over the trees of their (class distribution or mean) values."""

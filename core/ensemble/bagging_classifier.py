@@ -11,7 +11,7 @@ import numpy as np
 from ..base import Classifier
 from ..memory import forest_fit
 from ..registry import register
-from ..validation import DataError, check_array, column_or_1d
+from ..validation import check_array, check_target
 from ._bagging import BaseBagging, bagging_params
 
 __all__ = ["BaggingClassifier"]
@@ -32,11 +32,7 @@ class BaggingClassifier(BaseBagging, Classifier):
     def _validate_X_y(self, X, y, cls):
         """Labels encoded as class codes (members are fitted on codes)."""
         X = check_array(X, allow_nan=cls.native_missing)
-        if y is None:
-            raise DataError("y is required for a supervised estimator")
-        y = column_or_1d(y)
-        if y.shape[0] != X.shape[0]:
-            raise DataError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
+        y = check_target(y, X.shape[0])
         classes, codes = self._encode_targets(y)
         soft = callable(getattr(cls, "predict_proba", None))
         self._soft = soft  # read by _member_output while the out-of-bag vote is computed

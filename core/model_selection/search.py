@@ -33,7 +33,7 @@ from .validation import FixedSplits, _as_X, _is_classifier, check_cv, cross_vali
 __all__ = ["grid_search", "random_search", "GridSearch", "RandomSearch", "expand_grid", "sample_space"]
 
 
-def _check_range(name: str, spec: Mapping) -> dict:
+def check_range(name: str, spec: Mapping) -> dict:
     unknown = set(spec) - {"low", "high", "log", "type", "n"}
     if unknown:
         raise ParamError(
@@ -70,7 +70,7 @@ def _check_space(estimator, space: Mapping) -> dict:
                 "space", f"'{name}' is not a parameter of {type(estimator).__name__}; valid: {sorted(specs)}"
             )
         if isinstance(dom, Mapping):
-            out[name] = _check_range(name, dom)
+            out[name] = check_range(name, dom)
         elif isinstance(dom, (list, tuple)):
             if not dom:
                 raise ParamError("space", f"'{name}': the list of values is empty")
@@ -80,7 +80,7 @@ def _check_space(estimator, space: Mapping) -> dict:
     return out
 
 
-def _range_grid(r: dict) -> list:
+def range_grid(r: dict) -> list:
     if r["n"] == 1 or r["low"] == r["high"]:
         pts = np.array([r["low"]])
     elif r["log"]:
@@ -107,7 +107,7 @@ def _range_sample(r: dict, rng: np.random.Generator):
 def expand_grid(space: dict) -> list[dict]:
     """All combinations of a checked space (ranges become ``n`` grid points), in key order."""
     keys = list(space)
-    axes = [space[k] if isinstance(space[k], list) else _range_grid(space[k]) for k in keys]
+    axes = [space[k] if isinstance(space[k], list) else range_grid(space[k]) for k in keys]
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes)]
 
 

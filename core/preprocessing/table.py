@@ -497,6 +497,21 @@ class TablePreprocessor:
         return self.fit(columns, types).transform(columns)
 
     # ------------------------------------------------------------------ description
+    @property
+    def numeric_outputs(self) -> list[tuple[str, int]]:
+        """``(input feature, output column)`` of each numeric output column (numeric, boolean, datetime part)."""
+        if not hasattr(self, "_cat_plan"):
+            raise NotFittedError("this TablePreprocessor is not fitted yet; call fit before using it")
+        return list(zip(self._num_names, self._num_pos.tolist(), strict=True))
+
+    @property
+    def category_outputs(self) -> list[tuple[str, int, int]]:
+        """``(input feature, first output column, number of columns)`` of each categorical feature's block
+        (one-hot columns, or one code column when ``native_categorical``)."""
+        if not hasattr(self, "_cat_plan"):
+            raise NotFittedError("this TablePreprocessor is not fitted yet; call fit before using it")
+        return [tuple(entry) for entry in self._cat_plan]
+
     def describe_features(self) -> list[dict]:
         """The input feature schema: ``[{"name", "type", "categories"?}]`` in feature order."""
         if not hasattr(self, "_cat_plan"):

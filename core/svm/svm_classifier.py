@@ -35,9 +35,7 @@ from ..params import Bool, Choice, Float, Int, ParamError, Seed
 from ..random import check_random_state
 from ..registry import register
 from ..validation import (
-    NotFittedError,
-    check_array,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
     check_X_y,
 )
@@ -197,10 +195,7 @@ class SVMClassifier(Classifier):
     # ------------------------------------------------------------------ predict
     def _raw_decision(self, X) -> np.ndarray:
         """Decision values of every binary problem, shape (n, n_problems)."""
-        if not hasattr(self, "classes_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "classes_")
         if self._linear_w is not None:
             return X @ self._linear_w.T + self.intercept_
         cache = self.__dict__.get("_sv_cache")

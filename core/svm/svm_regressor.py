@@ -20,9 +20,7 @@ from ..memory import kernel_cache_fit
 from ..params import Float, Int
 from ..registry import register
 from ..validation import (
-    NotFittedError,
-    check_array,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
     check_X_y,
 )
@@ -79,10 +77,7 @@ class SVMRegressor(Regressor):
         return self
 
     def predict(self, X):
-        if not hasattr(self, "n_features_in_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit before using it")
-        X = check_array(X)
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "n_features_in_")
         if self._linear:
             return X @ self.coef_[0] + self.intercept_[0]
         cache = self.__dict__.get("_sv_cache")

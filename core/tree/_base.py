@@ -25,11 +25,9 @@ from ..random import check_random_state
 from ..validation import (
     DataError,
     check_array,
-    check_is_fitted,
-    check_n_features,
+    check_predict_input,
     check_sample_weight,
     check_target,
-    column_or_1d,
 )
 from ._binning import (
     AUTO_HIST_MIN_SAMPLES,
@@ -227,11 +225,7 @@ class FitTarget:
 def classifier_target(est, y, n_samples: int, sample_weight, class_weight) -> FitTarget:
     """Labels encoded as class codes; ``class_weight`` applied to the weights (``balanced_subsample``:
     per bootstrap sample, as a function of the in-bag codes and counts)."""
-    if y is None:
-        raise DataError("y is required for a supervised estimator")
-    y = column_or_1d(y)
-    if y.shape[0] != n_samples:
-        raise DataError(f"X has {n_samples} samples but y has {y.shape[0]}")
+    y = check_target(y, n_samples)
     classes, codes = est._encode_targets(y)
     K = len(classes)
     w = check_sample_weight(sample_weight, n_samples)
@@ -288,17 +282,12 @@ class BaseDecisionTree:
 
     def _tree_values(self, X) -> np.ndarray:
         """(n, V) leaf values (class distribution or mean; mixed over branches for missing values)."""
-        check_is_fitted(self, ["tree_"])
-        X = check_array(X, allow_nan=True)
-        X = regroup(self, X)
-        check_n_features(self, X)
+        X = regroup(self, check_predict_input(self, X, "tree_", allow_nan=True))
         return self._table.mean_value(X)
 
     def apply(self, X):
         """Leaf index of each sample (rows without missing values)."""
-        check_is_fitted(self, ["tree_"])
-        X = check_array(X)
-        X = regroup(self, X)
+        X = regroup(self, check_predict_input(self, X, "tree_"))
         return self._table.leaves(X)[:, 0]
 
     def get_depth(self) -> int:

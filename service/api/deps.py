@@ -14,7 +14,7 @@ from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
 
 from ..errors import ProblemError
-from ..runtime import rt
+from ..runtime import Runtime, rt
 from ..services.dataplane import DataPlane
 from ..services.keys import PROJECT_PATTERN, Forbidden, Principal, Unauthorized
 from ..services.projects import ProjectRuntime
@@ -79,6 +79,7 @@ def data_plane(request: Request) -> DataPlane:
 
 
 Plane = Annotated[DataPlane, Depends(data_plane)]  # inference over the model cache (services/dataplane.py)
+RuntimeDep = Annotated[Runtime, Depends(rt)]  # the whole runtime, no key: for the open health routes only
 Read = Annotated[Principal, Security(principal, scopes=["read"])]
 Admin = Annotated[Principal, Security(principal, scopes=["admin"])]
 ReadRT = Annotated[ProjectRuntime, Security(project_runtime, scopes=["read"])]
@@ -88,4 +89,5 @@ JobRT = Annotated[ProjectRuntime, Security(job_runtime, scopes=["train"])]
 MetricsReader = Annotated[Principal | None, Security(metrics_reader, scopes=["read"])]
 AdminRT = Annotated[ProjectRuntime, Security(project_runtime, scopes=["admin"])]
 
-__all__ = ["Admin", "AdminRT", "JobRT", "Plane", "PredictRT", "Read", "ReadRT", "TrainRT", "principal"]
+__all__ = ["Admin", "AdminRT", "JobRT", "Plane", "PredictRT", "Read", "ReadRT", "RuntimeDep", "TrainRT",
+           "principal"]

@@ -1,8 +1,8 @@
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..runtime import rt
 from ..schemas.models import Health, Problem
+from .deps import RuntimeDep
 
 router = APIRouter(tags=["health"])
 
@@ -15,9 +15,8 @@ def live() -> dict:
 
 @router.get("/health/ready", response_model=Health, operation_id="health_ready",
             responses={503: {"model": Problem, "description": "a dependency is not answering"}})
-def ready(request: Request):
+def ready(r: RuntimeDep):
     """Ready when the metadata store, the artifact store and the queue answer."""
-    r = rt(request)
     checks = {}
     ok = True
     for name, fn in (("metadata", r.meta.ping), ("artifacts", r.art.ping), ("queue", r.queue.ping)):

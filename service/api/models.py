@@ -26,7 +26,7 @@ from ..services.evaluation import evaluate_matrix
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
 from ..services.tables import parse_json_table
-from ..services.training import _target_values
+from ..services.training import target_values
 from ..services.widths import check_width
 from .common import Page, errors, raw_json_body
 from .deps import JobRT, PredictRT, ReadRT, TrainRT
@@ -125,12 +125,12 @@ def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
         if target not in by_name:
             raise invalid(["body", "data" if body.data else "dataset_id"],
                           f"the data lacks the target column {target!r} needed to evaluate a supervised model")
-        y, present = _target_values(by_name[target], bundle.task)
+        y, present = target_values(by_name[target], bundle.task)
     elif target is not None:
         if target not in by_name:
             raise invalid(["body", "target"], f"label column {target!r} is not in the data")
         col = by_name[target]
-        y, present = _target_values(col, "classification")
+        y, present = target_values(col, "classification")
     else:
         present = None
     table = {n: c.as_model_input() for n, c in by_name.items()}

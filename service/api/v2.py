@@ -10,7 +10,6 @@ from fastapi import APIRouter, Request, Response
 
 from .. import __version__
 from ..errors import NotFound, ProblemError, Unavailable
-from ..runtime import rt
 from ..schemas.v2 import (
     ModelMetadata,
     ModelReady,
@@ -20,7 +19,7 @@ from ..schemas.v2 import (
     V2Error,
 )
 from ..services.inference import run_sized
-from .deps import PredictRT, Read, ReadRT
+from .deps import PredictRT, Read, ReadRT, RuntimeDep
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
 EXTENSIONS = ["binary_tensor_data"]
@@ -39,9 +38,8 @@ def server_live():
 
 
 @router.get("/health/ready", response_model=ServerReady, operation_id="v2_server_ready", responses=_err(503))
-def server_ready(request: Request):
+def server_ready(r: RuntimeDep):
     """Ready when the metadata store, the artifact store and the queue answer."""
-    r = rt(request)
     for name, fn in (("metadata", r.meta.ping), ("artifacts", r.art.ping), ("queue", r.queue.ping)):
         try:
             fn()

@@ -20,6 +20,11 @@ def set_enqueue(fn: Callable[[str], None] | None) -> None:
     _enqueue = fn
 
 
+def has_enqueue() -> bool:
+    """Whether this process has set an enqueue function."""
+    return _enqueue is not None
+
+
 def enqueue(job_id: str) -> bool:
     """Hand ``job_id`` to the other workers; False when this process has no queue (the parent runs it)."""
     if _enqueue is None:

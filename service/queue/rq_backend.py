@@ -72,7 +72,7 @@ def _set_fanout(settings: Settings) -> None:
     """Model-selection jobs enqueue their trials as RQ jobs of their own (one per trial), on the same queue."""
     from . import fanout
 
-    if fanout._enqueue is None:
+    if not fanout.has_enqueue():
         from rq import Callback, Queue
 
         q = Queue(settings.queue_name, connection=redis_client(settings))

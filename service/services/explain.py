@@ -38,9 +38,9 @@ def column_groups(pre, n_out: int) -> np.ndarray:
     """Model column -> index of its original feature (in ``pre.feature_names_in_`` order)."""
     index = {name: i for i, name in enumerate(pre.feature_names_in_)}
     groups = np.full(n_out, -1, dtype=np.intp)
-    for k, name in enumerate(pre._num_names):
-        groups[pre._num_pos[k]] = index[name]
-    for name, start, width in pre._cat_plan:
+    for name, j in pre.numeric_outputs:
+        groups[j] = index[name]
+    for name, start, width in pre.category_outputs:
         groups[start : start + width] = index[name]
     if (groups < 0).any():  # pragma: no cover - every output column comes from one input
         raise DataError("the preprocessing has an output column of no input feature")
@@ -248,8 +248,8 @@ def _insight(bundle) -> dict | None:
         if coef.ndim == 2 and coef.shape[1] == len(out_names) and np.isfinite(coef).all():
             # per unit of the original column: the model sees (x - center) / scale for scaled numeric columns
             scale = np.ones(len(out_names))
-            for k, name in enumerate(pre._num_names):
-                scale[pre._num_pos[k]] = pre.scale_.get(name, 1.0) if pre.scale else 1.0
+            for name, j in pre.numeric_outputs:
+                scale[j] = pre.scale_.get(name, 1.0) if pre.scale else 1.0
             c = coef / scale[None, :]
             if c.shape[0] == 1:
                 insight["coefficients"] = {n: float(v) for n, v in zip(out_names, c[0], strict=True)}
@@ -269,6 +269,6 @@ def _insight(bundle) -> dict | None:
 def _out_centers(pre, out_names):
     """Name of the numeric input of each output column ('' for category columns)."""
     names = [""] * len(out_names)
-    for k, name in enumerate(pre._num_names):
-        names[pre._num_pos[k]] = name
+    for name, j in pre.numeric_outputs:
+        names[j] = name
     return names

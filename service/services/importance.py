@@ -18,7 +18,7 @@ from ..storage.metadata import utcnow
 from . import datasets as ds
 from .explain import SUPERVISED, column_groups
 from .jobs import Outcome
-from .training import _target_values
+from .training import target_values
 
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "r2"}
 
@@ -62,7 +62,7 @@ def run_importance(meta, art, job: dict, ctx) -> Outcome:
     p = job["payload"]
     bundle = art.load_bundle(p["model_id"])
     cols = {c.name: c for c in ds.load_columns(art, p["dataset_id"], mmap=False)}
-    y, present = _target_values(cols[bundle.target], bundle.task)
+    y, present = target_values(cols[bundle.target], bundle.task)
     table = {f["name"]: cols[f["name"]].as_model_input()[present] for f in bundle.features}
     y = y[present]
     if bundle.task == "classification" and bundle.classes and all(isinstance(c, str) for c in bundle.classes):

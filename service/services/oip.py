@@ -19,36 +19,12 @@ from itertools import chain
 import numpy as np
 import orjson
 
-from ..errors import NotFound, ProblemError
+from ..errors import NotFound
 from . import rl
+from .tensors import DTYPES, Tensor, V2Error, as_text, bad, check_rows, label_datatype, typed
 
-DTYPES: dict[str, np.dtype] = {
-    "BOOL": np.dtype(bool), "INT8": np.dtype("<i1"), "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"),
-    "INT64": np.dtype("<i8"), "UINT8": np.dtype("<u1"), "UINT16": np.dtype("<u2"), "UINT32": np.dtype("<u4"),
-    "UINT64": np.dtype("<u8"), "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
-    "BYTES": np.dtype(object),
-}
 _F64 = DTYPES["FP64"]
 _REQUEST_FIELDS = frozenset({"id", "parameters", "inputs", "outputs"})
-
-
-class V2Error(ProblemError):
-    """An error answered as ``{"error": "..."}`` (the protocol's error shape)."""
-
-    status, title = 400, "Bad Request"
-
-
-def bad(msg: str) -> V2Error:
-    return V2Error(msg)
-
-
-@dataclass
-class Tensor:
-    name: str
-    datatype: str
-    shape: list[int]
-    array: np.ndarray
-    plain: bool = False  # a fresh float64 array of JSON numbers: finite, nothing missing, ours to transform
 
 
 @dataclass
@@ -211,10 +187,6 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
 
 
 # -- inputs -> model matrix ------------------------------------------------------------------------
-def as_text(arr: np.ndarray) -> list:
-    return [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in arr.tolist()]
-
-
 def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndarray:
     if bundle.task == rl.TASK:  # states (BYTES or INT64 labels; FP64 vectors), not a feature matrix
         return rl.v2_input(bundle, tensors, max_rows)
@@ -271,13 +243,6 @@ def matrix_from_tensors(bundle, tensors: list[Tensor], max_rows: int) -> np.ndar
     return bundle.preprocessor.transform(cols)
 
 
-def check_rows(n: int, max_rows: int) -> None:
-    if n == 0:
-        raise bad("the inputs hold no rows")
-    if n > max_rows:
-        raise bad(f"at most {max_rows} rows per request (ORCHARD_MAX_PREDICT_ROWS), got {n}")
-
-
 # -- outputs ---------------------------------------------------------------------------------------
 def available_outputs(task: str, caps: dict, classes: list | None, n_components: int | None = None) -> list[dict]:
     """Output tensor metadata ``{name, datatype, shape}`` for a model's task and capabilities."""
@@ -305,16 +270,6 @@ def available_outputs(task: str, caps: dict, classes: list | None, n_components:
     if task == rl.TASK:
         return caps.get("rl_outputs") or [{"name": "predict", "datatype": "BYTES", "shape": [-1]}]
     return [{"name": "predict", "datatype": "FP64", "shape": [-1]}]
-
-
-def label_datatype(labels: list) -> str:
-    if labels and all(type(v) is bool for v in labels):
-        return "BOOL"
-    if labels and all(type(v) is int for v in labels):
-        return "INT64"
-    if labels and all(type(v) in (int, float) for v in labels):
-        return "FP64"
-    return "BYTES"
 
 
 def bundle_capabilities(bundle) -> dict:
@@ -365,12 +320,6 @@ def run_inference(bundle, X: np.ndarray, wanted: list[str]) -> dict[str, tuple[s
     else:
         out["predict"] = ("FP64", np.asarray(est.predict(X), dtype=np.float64))
     return {k: out[k] for k in wanted if k in out}
-
-
-def typed(values: list, datatype: str) -> np.ndarray:
-    if datatype == "BYTES":
-        return np.array([str(v) for v in values], dtype=object)
-    return np.asarray(values, dtype=DTYPES[datatype])
 
 
 def encode_response(model_name: str, request_id: str | None, results: dict[str, tuple[str, np.ndarray]],

@@ -19,6 +19,7 @@ from core.validation import DataError
 
 from ..errors import invalid
 from .tables import Column
+from .tensors import as_text, bad, check_rows, label_datatype, typed
 
 TASK = "reinforcement"
 MATRIX_INPUT = ("lqr", "fitted_value_iteration")  # states are vectors (x_* columns), not labels
@@ -134,8 +135,6 @@ def predict(bundle, data: list, field: str) -> dict:
 
 # -- /v2 --------------------------------------------------------------------------------------------
 def v2_outputs(bundle) -> list[dict]:
-    from .oip import label_datatype
-
     est = bundle.estimator
     if bundle.algorithm == "lqr":
         return [{"name": "predict", "datatype": "FP64", "shape": [-1, int(est.n_controls_)]}]
@@ -147,8 +146,6 @@ def v2_outputs(bundle) -> list[dict]:
 
 def v2_input(bundle, tensors, max_rows: int):
     """States from one tensor (BYTES or INT64 states of shape [n] / [n, 1]; FP64 [n, k] state vectors)."""
-    from .oip import as_text, bad, check_rows
-
     names = [f["name"] for f in bundle.features]
     if bundle.algorithm in MATRIX_INPUT:
         if len(tensors) == 1 and tensors[0].name not in names:
@@ -183,8 +180,6 @@ def v2_input(bundle, tensors, max_rows: int):
 
 
 def v2_run(bundle, X, wanted: list[str]) -> dict[str, tuple[str, np.ndarray]]:
-    from .oip import bad, label_datatype, typed
-
     est = bundle.estimator
     try:
         if bundle.algorithm == "lqr":

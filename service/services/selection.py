@@ -3,7 +3,7 @@ selection job shares (the task's data, the folds, one fold's fit and scores, the
 
 The jobs themselves (parents and their ``trial`` children) are in ``selection_jobs``. The table preprocessing
 (imputation, scaling, one-hot, label handling) is part of every fold's fit: ``fit_score`` fits it on the
-training rows of the fold only (``training._fit_bundle``), never on rows of the test fold.
+training rows of the fold only (``training.fit_bundle``), never on rows of the test fold.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from core import registry
 from core.model_selection import check_cv, get_scorer, paired_ttest
-from core.model_selection.search import _check_range, _range_grid, sample_space
+from core.model_selection.search import check_range, range_grid, sample_space
 from core.params import ParamError, validate_params
 
 from ..errors import invalid
@@ -27,13 +27,13 @@ from ..storage.metadata import MetadataStore, utcnow
 from . import datasets as ds
 from .training import (
     SUPERVISED,
-    _check_target,
-    _distinct_numbers,
-    _jsonable_params,
-    _select,
-    _target_values,
+    check_target_column,
     default_features,
+    distinct_numbers,
+    jsonable_params,
     resolve_algorithm,
+    select_columns,
+    target_values,
     validate_algorithm_params,
 )
 
@@ -65,7 +65,7 @@ def load_task_data(art, dataset_id: str, features: list[str], target: str, task:
     if hit is not None:
         return hit
     cols = {c.name: c for c in ds.load_columns(art, dataset_id, [*features, target], mmap=False)}
-    y, present = _target_values(cols[target], task)
+    y, present = target_values(cols[target], task)
     data = TaskData(dataset_id, target, task, [{"name": n, "type": cols[n].type} for n in features],
                     {n: cols[n].as_model_input() for n in features}, y, np.flatnonzero(present))
     _CACHE.clear()  # one dataset at a time per process: a tune's trials share it
@@ -98,7 +98,7 @@ def fit_score(data: TaskData, cls, params: dict, features: list[str], train: np.
               metrics: list[str], ctx, *, train_scores: bool = False) -> dict:
     """Fit preprocessing + estimator on the ``train`` rows only, score on ``test``. Returns
     ``{"test": {metric: v}, "train"?: {...}, "fit_time", "n_train", "n_test", "timings"}``."""
-    from .training import _fit_bundle
+    from .training import fit_bundle
 
     feats = [f for f in data.features if f["name"] in set(features)]
     cols = {f["name"]: data.columns[f["name"]] for f in feats}
@@ -106,7 +106,7 @@ def fit_score(data: TaskData, cls, params: dict, features: list[str], train: np.
     timings: dict = {}
     fold = _fold_matrices(data, cls, feats, cols, train, test)
     cached = fold[4]  # a kept matrix is copied: an estimator may scale its input in place
-    bundle, Xtr = _fit_bundle(cls, params, feats, data.target, cols, data.y, train, ctx, "selection",
+    bundle, Xtr = fit_bundle(cls, params, feats, data.target, cols, data.y, train, ctx, "selection",
                               timings=timings, prepared=(fold[0], fold[1].copy() if cached else fold[1]))
     timings["preprocess"] += fold[3]
     t1 = time.perf_counter()
@@ -264,16 +264,16 @@ def resolve_data(meta: MetadataStore, art, req: dict, task: str, max_numeric_cla
     for a classifier, text for a regressor: 422; identifier-like columns left out, with a note). Returns the
     payload part ``{dataset_id, target, features, folds, stratify, seed, notes}``."""
     record = ds.get_record(meta, req["dataset_id"])
-    features, target_col = _select(record["columns"], req.get("target"), req.get("features"), task)
+    features, target_col = select_columns(record["columns"], req.get("target"), req.get("features"), task)
     notes: list[str] = []
     if req.get("features") is None:
         features, notes = default_features(features, record["n_rows"])
     distinct = None
     if task == "classification" and target_col["type"] == "numeric":
-        distinct = len(_distinct_numbers(art, record, None, target_col["name"]))
-    _check_target(target_col, task, record["n_rows"], distinct, max_numeric_classes)
+        distinct = len(distinct_numbers(art, record, None, target_col["name"]))
+    check_target_column(target_col, task, record["n_rows"], distinct, max_numeric_classes)
     col = ds.load_columns(art, record["id"], [target_col["name"]], mmap=True)[0]
-    y, present = _target_values(col, task)
+    y, present = target_values(col, task)
     k = int(req.get("folds", 5))
     if task == "classification":
         _, counts = np.unique(y[present], return_counts=True)
@@ -315,7 +315,7 @@ def submit_cross_validate(meta, art, req: dict, enqueue, max_numeric_classes: in
     cls, params = _algo(req["algorithm"], req.get("params"))
     metrics = check_metrics(req.get("metrics"), cls.task, ["body", "metrics"], proba_ok=_has_proba(cls))
     data = resolve_data(meta, art, req, cls.task, max_numeric_classes)
-    payload = {**data, "task": cls.task, "algorithm": cls.name, "params": _jsonable_params(params),
+    payload = {**data, "task": cls.task, "algorithm": cls.name, "params": jsonable_params(params),
                "metrics": metrics}
     return new_job(meta, "cross-validate", payload, enqueue)
 
@@ -339,7 +339,7 @@ def submit_compare(meta, art, req: dict, enqueue, max_numeric_classes: int = 50)
     data = resolve_data(meta, art, req, task, max_numeric_classes)
     payload = {**data, "task": task, "repeats": int(req.get("repeats", 1)), "metric": metric,
                "alpha": float(req.get("alpha", 0.05)),
-               "candidates": [{"algorithm": cls.name, "params": _jsonable_params(p)} for cls, p in checked]}
+               "candidates": [{"algorithm": cls.name, "params": jsonable_params(p)} for cls, p in checked]}
     return new_job(meta, "compare", payload, enqueue)
 
 
@@ -357,7 +357,7 @@ def expand_space(cls, space: dict, base: dict, search: str, n_iter: int | None, 
         if isinstance(dom, dict):
             rng = {k: v for k, v in dom.items() if v is not None}
             try:
-                r = _check_range(name, rng)
+                r = check_range(name, rng)
             except ParamError as exc:
                 raise invalid(loc, exc.reason) from None
             for end in (r["low"], r["high"]):  # both ends (and so the whole range) must be valid values
@@ -368,7 +368,7 @@ def expand_space(cls, space: dict, base: dict, search: str, n_iter: int | None, 
                 raise invalid(loc, f"the list of values of {name!r} is empty")
             checked[name] = list(dom)
     lists_only = all(isinstance(v, list) for v in checked.values())
-    grid_size = math.prod(len(v) if isinstance(v, list) else len(_range_grid(v)) for v in checked.values())
+    grid_size = math.prod(len(v) if isinstance(v, list) else len(range_grid(v)) for v in checked.values())
     rng = np.random.default_rng(seed)
     if search in ("grid", "halving") or (search == "random" and lists_only):
         if grid_size > MAX_CANDIDATES:
@@ -391,7 +391,7 @@ def expand_space(cls, space: dict, base: dict, search: str, n_iter: int | None, 
         for k, v in c.items():
             _validate_value(cls, k, v, ["body", "space", k])
         try:
-            out.append(_jsonable_params(validate_params(cls.params, {**base, **c})))
+            out.append(jsonable_params(validate_params(cls.params, {**base, **c})))
         except ParamError as exc:
             raise invalid(["body", "space", exc.param.split("[")[0].split(".")[0]], exc.reason) from None
     return out
@@ -439,7 +439,7 @@ def submit_learning_curve(meta, art, req: dict, enqueue, max_numeric_classes: in
             raise invalid(["body", "train_sizes"], f"row counts must be whole numbers in [1, {max_train}] "
                                                    "(or give fractions in (0, 1])")
         counts = [int(s) for s in sizes]
-    payload = {**data, "task": cls.task, "algorithm": cls.name, "params": _jsonable_params(params),
+    payload = {**data, "task": cls.task, "algorithm": cls.name, "params": jsonable_params(params),
                "metric": metric, "train_sizes": sorted(set(counts))}
     return new_job(meta, "learning-curve", payload, enqueue)
 
@@ -453,7 +453,7 @@ def submit_feature_selection(meta, art, req: dict, enqueue, max_numeric_classes:
     nf = req.get("n_features")
     if nf is not None and not 1 <= int(nf) <= M:
         raise invalid(["body", "n_features"], f"n_features must be in [1, {M}] (the number of features)")
-    payload = {**data, "task": cls.task, "algorithm": cls.name, "params": _jsonable_params(params),
+    payload = {**data, "task": cls.task, "algorithm": cls.name, "params": jsonable_params(params),
                "metric": metric, "direction": req.get("direction", "forward"), "n_features": nf,
                "tol": float(req.get("tol", 0.0))}
     return new_job(meta, "feature-selection", payload, enqueue)
@@ -522,7 +522,7 @@ def automl_plan(task: str, algorithms: list[str] | None, n_rows: int, columns: l
 
         for point in expand_grid(grid) if grid else [{}]:
             try:
-                cands.append({"algorithm": name, "params": _jsonable_params(validate_params(cls.params, point))})
+                cands.append({"algorithm": name, "params": jsonable_params(validate_params(cls.params, point))})
             except ParamError:
                 continue
     return cands, skipped

@@ -283,12 +283,12 @@ def _refit(meta, art, job: dict, cls, params: dict, ctx, cv_summary: dict) -> tu
     selection job; ``metrics.selection`` repeats it with the CV score). The model is recorded ``training`` and
     its bundle staged: the job lifecycle publishes both when the job succeeds. Returns (model id, the staged
     bundle and model columns for the job's ``Outcome``)."""
-    from .training import _fit_bundle
+    from .training import fit_bundle
 
     p = job["payload"]
     data = _task_data(art, p)
     model_id = p["model_id"]
-    bundle, X = _fit_bundle(cls, params, data.features, data.target, data.columns, data.y, data.rows, ctx,
+    bundle, X = fit_bundle(cls, params, data.features, data.target, data.columns, data.y, data.rows, ctx,
                             model_id)
     metrics = {"training": evaluate_matrix(bundle, X, data.y[data.rows], include_curves=False)["metrics"],
                "validation": {**cv_summary, "folds": p["folds"]},
@@ -309,9 +309,9 @@ def _refit(meta, art, job: dict, cls, params: dict, ctx, cv_summary: dict) -> tu
 
 
 def _plain(params: dict) -> dict:
-    from .training import _jsonable_params
+    from .training import jsonable_params
 
-    return _jsonable_params(params)
+    return jsonable_params(params)
 
 
 def _clean(obj):

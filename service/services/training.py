@@ -39,7 +39,7 @@ log = logging.getLogger("orchard.training")
 SUPERVISED = ("classification", "regression")
 
 
-def _jsonable_params(params: dict) -> dict:
+def jsonable_params(params: dict) -> dict:
     def conv(v):
         if isinstance(v, tuple):
             return [conv(x) for x in v]
@@ -68,7 +68,7 @@ def validate_algorithm_params(cls, params: dict | None, loc=("body", "params")) 
         raise invalid([*loc, exc.param.split("[")[0].split(".")[0]], exc.reason) from None
 
 
-def _select(record_columns: list[dict], target: str | None, features: list[str] | None, task: str,
+def select_columns(record_columns: list[dict], target: str | None, features: list[str] | None, task: str,
             loc_prefix=("body",)) -> tuple[list[dict], dict | None]:
     by_name = {c["name"]: c for c in record_columns}
     loc = list(loc_prefix)
@@ -138,7 +138,7 @@ def default_features(features: list[dict], n_rows: int, drop=()) -> tuple[list[d
     return kept, notes
 
 
-def _check_target(target_col: dict, task: str, n_rows: int, distinct: int | None = None,
+def check_target_column(target_col: dict, task: str, n_rows: int, distinct: int | None = None,
                   max_numeric_classes: int = 50) -> None:
     name = target_col["name"]
     if target_col["n_missing"] >= n_rows:
@@ -238,7 +238,7 @@ def _check_positive_label(label, task: str, target_col: dict | None, distinct_va
                   f"{', '.join(map(str, values))})")
 
 
-def _distinct_numbers(art: ArtifactStore, record: dict | None, cols, name: str) -> list:
+def distinct_numbers(art: ArtifactStore, record: dict | None, cols, name: str) -> list:
     if cols is not None:
         col = next(c for c in cols if c.name == name)
     else:
@@ -287,7 +287,7 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
     by_name = {c["name"]: c for c in record_columns}
     preprocessing = _check_preprocessing(req.get("preprocessing"), cls, by_name, req.get("target"))
     notes: list[str] = []
-    features, target_col = _select(record_columns, req.get("target"), req.get("features"), cls.task)
+    features, target_col = select_columns(record_columns, req.get("target"), req.get("features"), cls.task)
     if req.get("features") is None:
         features, notes = default_features(features, n_rows, preprocessing["drop"])
     else:
@@ -297,8 +297,8 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
     distinct = None
     if target_col is not None:
         if cls.task == "classification" and target_col["type"] == "numeric":
-            distinct = _distinct_numbers(art, record, cols, target_col["name"])
-        _check_target(target_col, cls.task, n_rows, None if distinct is None else len(distinct),
+            distinct = distinct_numbers(art, record, cols, target_col["name"])
+        check_target_column(target_col, cls.task, n_rows, None if distinct is None else len(distinct),
                       max_numeric_classes)
     target_info = dict(target_col or {})
     if target_col is not None and target_col["type"] == "categorical" and cols is None:
@@ -318,7 +318,7 @@ def submit_train(meta: MetadataStore, art: ArtifactStore, req: dict, enqueue,
     model_id = ds.new_id("mdl")
     now = utcnow()
     payload = {
-        "algorithm": cls.name, "params": _jsonable_params(params), "dataset_id": record["id"],
+        "algorithm": cls.name, "params": jsonable_params(params), "dataset_id": record["id"],
         "target": target_col["name"] if target_col else None, "features": [f["name"] for f in features],
         "validation": validation, "model_id": model_id, "preprocessing": preprocessing, "notes": notes,
         "positive_label": positive,
@@ -366,7 +366,7 @@ def _submit_rl(meta, art, req, enqueue, cls, params) -> tuple[dict, str]:
     model_id = ds.new_id("mdl")
     now = utcnow()
     dataset_id = record["id"] if record else None
-    payload = {"algorithm": cls.name, "params": _jsonable_params(params), "dataset_id": dataset_id,
+    payload = {"algorithm": cls.name, "params": jsonable_params(params), "dataset_id": dataset_id,
                "target": None, "features": [], "validation": {}, "model_id": model_id}
     job = {"id": job_id, "kind": "train", "status": "queued", "progress": 0.0, "message": "queued",
            "payload": payload, "model_id": model_id, "cancel_requested": False, "created_at": now,
@@ -405,7 +405,7 @@ def run_train_rl(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitCon
 # ------------------------------------------------------------------------------------------------
 # execution (worker side)
 # ------------------------------------------------------------------------------------------------
-def _target_values(col: Column, task: str) -> tuple[np.ndarray, np.ndarray]:
+def target_values(col: Column, task: str) -> tuple[np.ndarray, np.ndarray]:
     """Target array (labels keep their original type) and the mask of rows where it is present."""
     present = ~col.missing
     if task == "regression":
@@ -457,7 +457,7 @@ def training_sample(cls, idx: np.ndarray, limit: int, seed: int) -> np.ndarray |
     return np.sort(np.random.default_rng(seed).choice(len(idx), size=limit, replace=False))
 
 
-def _fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None,
+def fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None,
                 timings: dict | None = None, prepared: tuple | None = None):
     """Preprocessing fitted on the rows ``idx``, then the estimator; ``timings`` (if given) receives the
     seconds of each (``preprocess``, ``estimator``). ``prepared``: ``(preprocessor, X)`` already fitted on
@@ -514,7 +514,7 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
     rows = np.arange(n)
     dropped = 0
     if p["target"]:
-        y, present = _target_values(cols[p["target"]], cls.task)
+        y, present = target_values(cols[p["target"]], cls.task)
         dropped = int((~present).sum())
         rows = rows[present]
     holdout = validation.get("holdout")
@@ -527,7 +527,7 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
     metrics: dict[str, Any] = {}
 
     def fit(idx, c):
-        return _fit_bundle(cls, params, features, p["target"], columns, y, idx, c, p["model_id"], options,
+        return fit_bundle(cls, params, features, p["target"], columns, y, idx, c, p["model_id"], options,
                            positive)
 
     def measure(b, idx, X=None):

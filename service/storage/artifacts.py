@@ -84,7 +84,7 @@ class ArtifactError(Exception):
     """An artifact is missing, unsigned, tampered with or unreadable."""
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -105,7 +105,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 # a temporary directory whose owner cannot be proved dead (another host, another PID namespace) is removed
@@ -287,7 +287,7 @@ class ArtifactStore:
         size += len(raw)
         final = self.dataset_dir(dataset_id)
         os.replace(staging, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return size
 
     def read_dataset_schema(self, dataset_id: str) -> dict:
@@ -356,7 +356,7 @@ class ArtifactStore:
 
     def publish_bundle(self, staged: Path, model_id: str) -> None:
         os.replace(staged, self.model_path(model_id))
-        _fsync_dir(self.model_path(model_id).parent)
+        fsync_dir(self.model_path(model_id).parent)
 
     def load_bundle(self, model_id: str) -> Any:
         path = self.model_path(model_id)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .artifacts import ArtifactError, ArtifactStore, _fsync_dir
+from .artifacts import ArtifactError, ArtifactStore, fsync_dir
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -95,7 +95,7 @@ class S3ArtifactStore(ArtifactStore):
                 os.replace(staging, final)
             except OSError:  # another thread of this process got there first: its copy is the same
                 shutil.rmtree(staging, ignore_errors=True)
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

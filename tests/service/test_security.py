@@ -91,6 +91,7 @@ def test_open_until_the_first_key_then_every_route_needs_one(app_settings):
         # health stays open; the docs too
         assert c.get("/health/live").status_code == 200 and c.get("/health/ready").status_code == 200
         assert c.get("/v2/health/live").status_code == 200 and c.get("/openapi.json").status_code == 200
+        assert c.get("/v2/health/ready").status_code == 200
         # /v2 answers in its own error shape, with the challenge
         r = c.get("/v2")
         assert r.status_code == 401 and "error" in r.json() and r.headers["www-authenticate"].startswith("Bearer")

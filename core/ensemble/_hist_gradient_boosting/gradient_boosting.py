@@ -22,7 +22,7 @@ from ...params import Bool, Choice, Float, Int, OneOf, ParamError, Seed
 from ...random import check_random_state
 from ...tree._base import MIN_CATEGORY_COUNT
 from ...tree._binning import apply_category_groups, group_categories
-from ...validation import DataError, check_array, check_is_fitted, check_n_features, check_sample_weight
+from ...validation import DataError, check_predict_input, check_sample_weight
 from .binning import BinMapper
 from .grower import TreeGrower
 from .histogram import HistogramBuilder, max_workers
@@ -216,9 +216,8 @@ class HistGradientBoostingMixin:
         return not any(s > reference for s in scores[-n_iter_no_change:])
 
     def _raw_predict(self, X):
-        check_is_fitted(self, ["_ensemble"])
-        X = apply_category_groups(check_array(X, allow_nan=True), getattr(self, "_category_maps", None))
-        check_n_features(self, X)
+        X = check_predict_input(self, X, "_ensemble", allow_nan=True)
+        X = apply_category_groups(X, getattr(self, "_category_maps", None))
         out = np.empty((X.shape[0], len(self._baseline)))
         out[:] = self._baseline
         return self._ensemble.predict_raw(X, out)

@@ -273,3 +273,15 @@ def test_label_encoder_round_trip():
         le.transform(["a", "z"])
     le2 = pickle.loads(pickle.dumps(le))
     assert le2.transform(["b"]).tolist() == [1]
+
+
+def test_output_layout_names_the_input_of_every_output_column():
+    cols, types = _table()
+    with pytest.raises(NotFittedError):
+        TablePreprocessor().numeric_outputs  # noqa: B018 - the property raises
+    one_hot = TablePreprocessor().fit(cols, types)
+    assert one_hot.numeric_outputs == [("age", 0), ("member", 4)]
+    assert one_hot.category_outputs == [("color", 1, 3), ("size", 5, 3)]
+    native = TablePreprocessor(native_categorical=True).fit(cols, types)
+    assert native.numeric_outputs == [("age", 0), ("member", 2)]
+    assert native.category_outputs == [("color", 1, 1), ("size", 3, 1)]

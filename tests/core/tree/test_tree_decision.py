@@ -304,3 +304,11 @@ def test_regressor_leaf_values_and_nan_target_rejected():
     np.testing.assert_allclose(m.predict(np.array([[0.5], [2.5]])), [1.0, 6.0])
     with pytest.raises(DataError):
         DTR().fit(X, np.array([1.0, np.nan, 2.0, 3.0]))
+
+
+def test_apply_refuses_a_matrix_of_another_width():
+    X, y = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 1.0], [3.0, 0.0]]), [0, 0, 1, 1]
+    tree = DTC().fit(X, y)
+    assert tree.apply(X).shape == (4,)
+    with pytest.raises(DataError, match="3 features, but the model was fitted with 2"):
+        tree.apply(np.zeros((2, 3)))
