@@ -6,7 +6,7 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import Conflict, NotFound, invalid
+from ..errors import Conflict, NotFound
 from ..schemas.models import (
     EvaluateRequest,
     EvaluateResponse,
@@ -20,14 +20,9 @@ from ..schemas.models import (
     PartialDependenceResponse,
     PredictResponse,
 )
-from ..services import datasets as ds
-from ..services import rl
-from ..services.evaluation import evaluate_matrix
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
-from ..services.tables import parse_json_table
-from ..services.training import target_values
-from ..services.widths import check_width
+from ..services.model_evaluation import evaluate_request
 from .common import Page, errors, raw_json_body
 from .deps import JobRT, PredictRT, ReadRT, TrainRT
 from .jobs import job_view
@@ -100,63 +95,7 @@ async def predict(request: Request, model_id: str, r: PredictRT):
 async def evaluate_model(model_id: str, body: EvaluateRequest, r: PredictRT):
     """Metrics of a ready model on a stored dataset or inline data (which must hold the target)."""
     bundle = await r.cache.aget(model_id)
-    return await run_in_threadpool(_evaluate, r, bundle, body)
-
-
-def _evaluate(r, bundle, body: EvaluateRequest) -> Response:
-    if (body.dataset_id is None) == (body.data is None):
-        raise invalid(["body", "dataset_id"], "give exactly one of dataset_id or data")
-    if body.data is not None:
-        check_width(len(body.data.columns), r.settings.max_columns, ["body", "data", "columns"])
-        cols = parse_json_table(body.data.columns, body.data.rows, body.data.types, loc=("body", "data"))
-    else:
-        ds.get_record(r.meta, body.dataset_id)
-        cols = ds.load_columns(r.art, body.dataset_id, mmap=False)
-    by_name = {c.name: c for c in cols}
-    if bundle.task == rl.TASK:
-        if body.target is not None:
-            raise invalid(["body", "target"], "a reinforcement model takes no target")
-        n = len(cols[0].values) if cols else 0
-        out = rl.evaluate(bundle.estimator, rl.raw_columns(cols), n)
-        return Response(orjson.dumps(out), media_type="application/json")
-    target = body.target or bundle.target
-    y = None
-    if bundle.task in ("classification", "regression"):
-        if target not in by_name:
-            raise invalid(["body", "data" if body.data else "dataset_id"],
-                          f"the data lacks the target column {target!r} needed to evaluate a supervised model")
-        y, present = target_values(by_name[target], bundle.task)
-    elif target is not None:
-        if target not in by_name:
-            raise invalid(["body", "target"], f"label column {target!r} is not in the data")
-        col = by_name[target]
-        y, present = target_values(col, "classification")
-    else:
-        present = None
-    table = {n: c.as_model_input() for n, c in by_name.items()}
-    feats = bundle.columns_from_table(table)
-    if present is not None and not present.all():
-        feats = {k: v[present] for k, v in feats.items()}
-        y = y[present]
-    if y is not None and bundle.task == "classification":
-        known = set(bundle.classes)
-        y = _align_label_types(y, bundle.classes)
-        unknown = sorted({str(v) for v in y.tolist()} - {str(v) for v in known})
-        if unknown and len(unknown) == len({str(v) for v in y.tolist()}):
-            raise invalid(["body", "target"], f"none of the target values are classes the model knows "
-                          f"({', '.join(map(str, bundle.classes))})")
-    positive = body.positive_label
-    if positive is not None:
-        if bundle.task != "classification" or len(bundle.classes or []) != 2:
-            raise invalid(["body", "positive_label"], "positive_label applies to binary classifiers")
-        match = [c for c in bundle.classes if c == positive or str(c) == str(positive)
-                 or (isinstance(c, bool) and str(c).lower() == str(positive).lower())]
-        if not match:
-            raise invalid(["body", "positive_label"], f"{positive!r} is not a class of the model (classes: "
-                          f"{', '.join(map(str, bundle.classes))})")
-        positive = match[0]
-    X = bundle.matrix(feats)
-    out = evaluate_matrix(bundle, X, y, positive_label=positive)
+    out = await run_in_threadpool(evaluate_request, r, bundle, body)
     return Response(orjson.dumps(out), media_type="application/json")
 
 
@@ -186,14 +125,3 @@ async def partial_dependence(model_id: str, body: PartialDependenceRequest, r: P
     bundle = r.cache.get(model_id)
     out = await run_in_threadpool(partial_dependence_payload, r, bundle, body.model_dump())
     return Response(orjson.dumps(out), media_type="application/json")
-
-
-def _align_label_types(y, classes):
-    """Labels read from a table come back typed by that table; match the model's class types."""
-    import numpy as np
-
-    if classes and all(isinstance(c, str) for c in classes):
-        return np.asarray([str(v) for v in y.tolist()], dtype=object)
-    return y
-
-
