@@ -32,31 +32,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.service import ROOT, free_port, start, stop, upload_breast_cancer, wait_http, wrk  # noqa: E402
+from bench.service import ROOT, free_port, start, stop, train_breast_cancer_model, wait_http, wrk  # noqa: E402
 
 
 def prepare(tmp: Path, env: dict) -> tuple[Path, Path, str, str, list]:
     """(open dir, keyed dir, model id, key, one row)."""
-    import httpx
     from sklearn.datasets import load_breast_cancer
 
     data = load_breast_cancer()
     open_dir, keyed_dir = tmp / "open", tmp / "keyed"
-    port = free_port()
-    server = start([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(open_dir),
-                    "--workers", "1"], env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_http(base + "/health/ready")
-        c = httpx.Client(base_url=base, timeout=60)
-        ds = upload_breast_cancer(c, data)
-        job = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds,
-                                        "target": "diagnosis"}).json()
-        while (j := c.get(f"/v1/jobs/{job['job']['id']}").json())["status"] not in ("succeeded", "failed"):
-            time.sleep(0.05)
-        mid = j["result"]["model_id"]
-    finally:
-        stop(server)
+    mid = train_breast_cancer_model(open_dir, env, data)
     shutil.copytree(open_dir, keyed_dir)
     made = subprocess.run([sys.executable, "-m", "service.cli", "keys", "--data-dir", str(keyed_dir), "create",
                            "--name", "bench", "--scopes", "read,predict"], cwd=ROOT, env=env, capture_output=True,

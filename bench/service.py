@@ -107,6 +107,26 @@ def upload_breast_cancer(c: httpx.Client, data) -> str:
     return c.post("/v1/datasets", json={"name": "breast_cancer", "columns": cols, "rows": rows}).json()["id"]
 
 
+def train_breast_cancer_model(data_dir: Path, env: dict, data) -> str:
+    """Serve ``data_dir`` once (one worker), upload breast_cancer and train ``logistic_regression`` on it; the
+    model id. The data directory then holds a ready model for servers started on it later."""
+    port = free_port()
+    server = start([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data_dir),
+                    "--workers", "1"], env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/health/ready")
+        c = httpx.Client(base_url=base, timeout=60)
+        ds = upload_breast_cancer(c, data)
+        job = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds,
+                                        "target": "diagnosis"}).json()
+        while (j := c.get(f"/v1/jobs/{job['job']['id']}").json())["status"] not in ("succeeded", "failed"):
+            time.sleep(0.05)
+        return j["result"]["model_id"]
+    finally:
+        stop(server)
+
+
 def _real_python() -> str:
     """The interpreter binary itself (valgrind must not trace a shell shim such as pyenv's), under the name it
     runs as: a virtual environment's interpreter is a link to the binary, and finds its packages by that name."""
@@ -166,21 +186,8 @@ def main_callgrind(args, data, env, server_env) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", "service", "core", "bench"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
     tmp = Path(tempfile.mkdtemp())
-    port = free_port()
-    server = start([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(tmp),
-                    "--workers", "1"], server_env)
-    try:  # train the model once, then serve the same data dir under valgrind (no worker: jobs are not run)
-        base = f"http://127.0.0.1:{port}"
-        wait_http(base + "/health/ready")
-        c = httpx.Client(base_url=base, timeout=60)
-        ds = upload_breast_cancer(c, data)
-        job = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds,
-                                        "target": "diagnosis"}).json()
-        while (j := c.get(f"/v1/jobs/{job['job']['id']}").json())["status"] not in ("succeeded", "failed"):
-            time.sleep(0.05)
-        mid = j["result"]["model_id"]
-    finally:
-        stop(server)
+    # train the model once, then serve the same data dir under valgrind (no worker: jobs are not run)
+    mid = train_breast_cancer_model(tmp, server_env, data)
     body = {"rows": [list(map(float, data.data[0]))]}
     v2_json, v2_binary, header_length = v2_bodies(body["rows"][0])
     py = _real_python()
