@@ -65,7 +65,7 @@ def main() -> None:
         gs.fit(X, y)
         return time.perf_counter() - t0
 
-    settings = Settings(data_dir=Path(tempfile.mkdtemp()) / "d", workers=2, secret_key="bench",
+    settings = Settings(data_dir=Path(tempfile.mkdtemp()) / "d", workers=2, secret_key="bench", allowed_hosts="*",
                         access_log=False, log_level="warning")
     with TestClient(create_app(settings)) as c:
         q = c.app.state.runtime.queue
