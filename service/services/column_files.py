@@ -260,12 +260,12 @@ class _TextSink(_Sink):
         except pa.ArrowInvalid:
             raise invalid([*self.loc, self.name], f"column {self.name!r} is not valid UTF-8 text; re-encode the "
                           "file as UTF-8") from None
-        codes = pc.cast(arr.indices, pa.int32()).fill_null(-1).to_numpy(zero_copy_only=False)
-        counts = np.bincount(codes + 1, minlength=len(dictionary) + 1)
+        n = len(dictionary)  # the code of a missing value until the end (then -1): the last slot of each table
+        codes = pc.cast(arr.indices, pa.int32()).fill_null(n).to_numpy(zero_copy_only=False)
         self.out.append(codes)
         self.dicts.append(dictionary)
         self.rows.append(len(arr))
-        self.counts.append(np.roll(counts, -1))  # code -1 (missing) last, as the lookup tables below
+        self.counts.append(np.bincount(codes, minlength=n + 1))
 
     def finish(self) -> Column:
         self.out.close()
@@ -281,9 +281,9 @@ class _TextSink(_Sink):
         counts = np.zeros(len(vocab) + 1, dtype=np.int64)
         luts, pos = [], 0
         for c in self.counts:
-            lut = np.append(glob[pos:pos + len(c) - 1], np.int32(-1))  # code -1 (missing) stays -1
+            lut = np.append(glob[pos:pos + len(c) - 1], np.int32(-1))  # the batch's missing code -> -1
             np.add.at(counts, lut, c)
-            luts.append(lut)
+            luts.append(None if c[-1] == 0 and np.array_equal(lut[:-1], np.arange(len(c) - 1)) else lut)
             pos += len(c) - 1
         _remap(self.path, self.rows, luts)
         del self.counts
@@ -349,13 +349,14 @@ class _TextSink(_Sink):
                       described=_described(self.name, typ, stats.n_missing, summary))
 
 
-def _remap(path: Path, rows: list[int], luts: list[np.ndarray]) -> None:
-    """``codes = lut[codes]`` in the int32 column file ``path``, batch by batch (``rows[i]`` rows use ``luts[i]``),
-    read and written in steps of at most ``_REMAP_ROWS`` rows (no memory map: no synchronous flush)."""
+def _remap(path: Path, rows: list[int], luts: list[np.ndarray | None]) -> None:
+    """``codes = lut[codes]`` in the int32 column file ``path``, batch by batch (``rows[i]`` rows use ``luts[i]``;
+    None: already the final codes), read and written in steps of at most ``_REMAP_ROWS`` rows (no memory map:
+    no synchronous flush)."""
     with open(path, "r+b", buffering=0) as fh:
         row = 0
         for n_rows, lut in zip(rows, luts, strict=True):
-            if np.array_equal(lut[:-1], np.arange(len(lut) - 1)):  # already the final codes
+            if lut is None:
                 row += n_rows
                 continue
             for a in range(row, row + n_rows, _REMAP_ROWS):
