@@ -5,14 +5,16 @@ row groups, service.services.ingest) and hands each column's Arrow array to its 
 timestamps are converted with Arrow kernels and appended; text is appended as dictionary codes, and at the end
 the batch dictionaries are merged into one sorted vocabulary, the codes remapped in place, and the vocabulary
 (distinct values only) decides the type: yes/no -> boolean, ISO 8601 -> datetime, forced types
-(docs/decisions/data-ingestion.md).
+(docs/decisions/data-ingestion.md). Each sink keeps its column's summary as the batches pass (counts, extremes,
+mean and variance merged batch by batch), so no column is read back to describe it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ from .tables import (
     Table,
     check_forced,
     check_header,
+    iso_text,
 )
 
 _HEADER_BYTES = 128  # .npy header, rewritten with the final row count
@@ -66,6 +69,91 @@ class _NpyFile:
 
 
 # ----------------------------------------------------------------------------------------------
+# Summaries kept while the batches pass (Column.summary's figures, without reading the column back)
+# ----------------------------------------------------------------------------------------------
+class _NumericStats:
+    """Missing count, min, max, mean and population std of float64 batches (NaN = missing); batch moments are
+    merged with Chan et al.'s pairwise update, so the figures equal NumPy's on the whole column to rounding."""
+
+    def __init__(self):
+        self.n = self.n_missing = 0
+        self.min = self.max = math.nan
+        self.mean = self.m2 = 0.0
+
+    def add(self, v: np.ndarray) -> tuple[float, float]:
+        """Adds a batch; returns its (min, max) over present values (NaN, NaN when none)."""
+        miss = np.isnan(v)
+        k = int(np.count_nonzero(miss))
+        self.n_missing += k
+        w = v[~miss] if k else v
+        if not len(w):
+            return math.nan, math.nan
+        lo, hi = float(w.min()), float(w.max())
+        if math.isinf(lo) or math.isinf(hi):  # refused by the sink
+            return lo, hi
+        mean = float(w.mean())
+        d = w - mean
+        m2 = float(np.square(d, out=d).sum())  # not np.dot: BLAS threads would spin for a small vector
+        n, nb = self.n, len(w)
+        if n == 0:
+            self.min, self.max, self.mean, self.m2 = lo, hi, mean, m2
+        else:
+            delta, tot = mean - self.mean, n + nb
+            self.mean += delta * nb / tot
+            self.m2 += m2 + delta * delta * n * nb / tot
+            self.min, self.max = min(self.min, lo), max(self.max, hi)
+        self.n += nb
+        return lo, hi
+
+    def summary(self) -> dict:
+        if not self.n:
+            return {"min": None, "max": None, "mean": None, "std": None}
+        return {"min": self.min, "max": self.max, "mean": self.mean, "std": math.sqrt(max(self.m2, 0.0) / self.n)}
+
+
+class _BooleanStats:
+    def __init__(self):
+        self.true = self.false = self.n_missing = 0
+
+    def add(self, v: np.ndarray) -> int:
+        """Adds a float64 batch (1, 0, NaN); returns how many of its present values are neither 0 nor 1."""
+        t, f, k = int(np.count_nonzero(v == 1)), int(np.count_nonzero(v == 0)), int(np.count_nonzero(np.isnan(v)))
+        self.true, self.false, self.n_missing = self.true + t, self.false + f, self.n_missing + k
+        return len(v) - t - f - k
+
+    def summary(self, labels: list[str] | None = None) -> dict:
+        out = {"true": self.true, "false": self.false}
+        if labels:
+            out["labels"] = list(labels)
+        return out
+
+
+class _DatetimeStats:
+    def __init__(self):
+        self.n_missing = 0
+        self.min = self.max = None
+
+    def add(self, v: np.ndarray) -> None:
+        miss = np.isnat(v)
+        k = int(np.count_nonzero(miss))
+        self.n_missing += k
+        w = v[~miss] if k else v
+        if len(w):
+            lo, hi = w.min(), w.max()
+            self.min = lo if self.min is None else min(self.min, lo)
+            self.max = hi if self.max is None else max(self.max, hi)
+
+    def summary(self) -> dict:
+        if self.min is None:
+            return {"min": None, "max": None}
+        return {"min": iso_text(self.min), "max": iso_text(self.max)}
+
+
+def _described(name: str, typ: str, n_missing: int, summary: dict) -> dict:
+    return {"name": name, "type": typ, "n_missing": int(n_missing), "summary": summary}
+
+
+# ----------------------------------------------------------------------------------------------
 # Column sinks: one per column, fed one Arrow array per batch
 # ----------------------------------------------------------------------------------------------
 def _is_text(t: pa.DataType) -> bool:
@@ -94,25 +182,32 @@ class _NumericSink(_Sink):
     def __init__(self, name, path, loc):
         super().__init__(name, path, loc)
         self.out = _NpyFile(path, np.float64)
+        self.stats = _NumericStats()
 
     def add(self, arr: pa.Array) -> None:
         v = _float64(arr)
-        if np.isinf(v).any():
+        lo, hi = self.stats.add(v)
+        if math.isinf(lo) or math.isinf(hi):
             raise invalid([*self.loc, self.name], f"column {self.name!r}: a numeric value is infinite; use a finite "
                           "number or leave it empty")
         self.out.append(v)
 
     def finish(self) -> Column:
         self.out.close()
-        return Column(self.name, self.type, _load(self.path))
+        return Column(self.name, self.type, _load(self.path),
+                      described=_described(self.name, self.type, self.stats.n_missing, self.stats.summary()))
 
 
 class _BooleanSink(_NumericSink):
     type = "boolean"
 
+    def __init__(self, name, path, loc):
+        super().__init__(name, path, loc)
+        self.stats = _BooleanStats()
+
     def add(self, arr: pa.Array) -> None:
         v = _float64(arr)
-        if not pa.types.is_boolean(arr.type) and not np.isin(v[~np.isnan(v)], (0.0, 1.0)).all():
+        if self.stats.add(v) and not pa.types.is_boolean(arr.type):
             raise invalid(["types", self.name], f"column {self.name!r} was declared boolean but holds numbers other "
                           "than 0 and 1")
         self.out.append(v)
@@ -122,29 +217,37 @@ class _DatetimeSink(_Sink):
     def __init__(self, name, path, loc):
         super().__init__(name, path, loc)
         self.out = _NpyFile(path, "datetime64[us]")
+        self.stats = _DatetimeStats()
 
     def add(self, arr: pa.Array) -> None:
         t = arr.type
         if pa.types.is_timestamp(t) and t.tz is not None:
             arr = pc.cast(arr, pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us"))  # UTC wall time
         v = pc.cast(arr, pa.timestamp("us")).cast(pa.int64()).fill_null(np.iinfo(np.int64).min)  # NaT
-        self.out.append(v.to_numpy(zero_copy_only=False).view("datetime64[us]"))
+        v = v.to_numpy(zero_copy_only=False).view("datetime64[us]")
+        self.stats.add(v)
+        self.out.append(v)
 
     def finish(self) -> Column:
         self.out.close()
-        return Column(self.name, "datetime", _load(self.path))
+        return Column(self.name, "datetime", _load(self.path),
+                      described=_described(self.name, "datetime", self.stats.n_missing, self.stats.summary()))
 
 
 class _TextSink(_Sink):
-    """Dictionary codes per batch; at the end one sorted vocabulary decides the type and the stored values."""
+    """Dictionary codes per batch; at the end one sorted vocabulary decides the type and the stored values.
 
-    def __init__(self, name, path, loc, forced: str | None):
+    ``missing``: text values that stand for a missing value (a CSV's missing tokens, which the parser leaves as
+    text in text columns: cheaper than matching them in every cell); they get code -1 at the end."""
+
+    def __init__(self, name, path, loc, forced: str | None, missing: Iterable[str] = ()):
         super().__init__(name, path, loc)
         self.forced = forced
+        self.missing = pa.array(list(missing), pa.string())
         self.out = _NpyFile(path, np.int32)
         self.dicts: list[pa.Array] = []
         self.rows: list[int] = []
-        self.dict_lengths: list[int] = []
+        self.counts: list[np.ndarray] = []  # per batch: rows per dictionary entry, then the missing rows
 
     def add(self, arr: pa.Array) -> None:
         if not pa.types.is_dictionary(arr.type):
@@ -157,37 +260,40 @@ class _TextSink(_Sink):
         except pa.ArrowInvalid:
             raise invalid([*self.loc, self.name], f"column {self.name!r} is not valid UTF-8 text; re-encode the "
                           "file as UTF-8") from None
-        codes = pc.cast(arr.indices, pa.int32()).fill_null(-1).to_numpy(zero_copy_only=False)
+        n = len(dictionary)  # the code of a missing value until the end (then -1): the last slot of each table
+        codes = pc.cast(arr.indices, pa.int32()).fill_null(n).to_numpy(zero_copy_only=False)
         self.out.append(codes)
         self.dicts.append(dictionary)
         self.rows.append(len(arr))
-        self.dict_lengths.append(len(dictionary))
+        self.counts.append(np.bincount(codes, minlength=n + 1))
 
     def finish(self) -> Column:
         self.out.close()
         merged = pa.concat_arrays(self.dicts) if self.dicts else pa.array([], pa.string())
         uniq = pc.unique(merged).drop_null()
+        if len(self.missing):
+            uniq = uniq.filter(pc.invert(pc.is_in(uniq, value_set=self.missing)))
         vocab = uniq.take(pc.array_sort_indices(uniq))
         del self.dicts
-        # the batch dictionaries point into the sorted vocabulary: remap each batch's codes in place
+        # the batch dictionaries point into the sorted vocabulary: remap each batch's codes, and count the rows of
+        # each vocabulary entry (the last slot: missing)
         glob = pc.index_in(merged, value_set=vocab).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-        codes = np.load(self.path, mmap_mode="r+")
-        row = pos = 0
-        for n_rows, n_dict in zip(self.rows, self.dict_lengths, strict=True):
-            lut = np.append(glob[pos:pos + n_dict], np.int32(-1))  # code -1 (missing) stays -1
-            for a in range(row, row + n_rows, _REMAP_ROWS):
-                b = min(a + _REMAP_ROWS, row + n_rows)
-                codes[a:b] = lut[codes[a:b]]
-            row, pos = row + n_rows, pos + n_dict
-        codes.flush()
-        del codes
-        return self._typed(vocab.to_pylist(), vocab)
+        counts = np.zeros(len(vocab) + 1, dtype=np.int64)
+        luts, pos = [], 0
+        for c in self.counts:
+            lut = np.append(glob[pos:pos + len(c) - 1], np.int32(-1))  # the batch's missing code -> -1
+            np.add.at(counts, lut, c)
+            luts.append(None if c[-1] == 0 and np.array_equal(lut[:-1], np.arange(len(c) - 1)) else lut)
+            pos += len(c) - 1
+        _remap(self.path, self.rows, luts)
+        del self.counts
+        return self._typed(vocab.to_pylist(), vocab, counts)
 
-    def _typed(self, vocab: list[str], vocab_arr: pa.Array) -> Column:
+    def _typed(self, vocab: list[str], vocab_arr: pa.Array, counts: np.ndarray) -> Column:
         name, forced = self.name, self.forced
         words = set(vocab)
         if forced == "categorical":
-            return Column(name, "categorical", _load(self.path), vocab)
+            return self._categorical(vocab, counts)
         if forced == "numeric":
             try:
                 lut = _float64(pc.cast(vocab_arr, pa.float64()))
@@ -197,10 +303,10 @@ class _TextSink(_Sink):
             if np.isinf(lut).any():
                 raise invalid([*self.loc, name], f"column {name!r}: a numeric value is infinite; use a finite "
                               "number or leave it empty")
-            return self._mapped("numeric", lut, np.float64)
+            return self._mapped("numeric", lut, np.float64, _NumericStats())
         if forced == "boolean" or (forced is None and words and words <= set(TRUE_TOKENS + FALSE_TOKENS)):
             if forced and words <= {"0", "1"}:
-                return self._mapped("boolean", np.array([float(s) for s in vocab]), np.float64)
+                return self._mapped("boolean", np.array([float(s) for s in vocab]), np.float64, _BooleanStats())
             if not words <= set(TRUE_TOKENS + FALSE_TOKENS):
                 raise invalid(["types", name], f"column {name!r} was declared boolean but holds values other than "
                               "true/false/yes/no (or 0/1)")
@@ -209,26 +315,58 @@ class _TextSink(_Sink):
             labels = None
             if len(trues) == 1 and len(falses) == 1 and not {s.lower() for s in vocab} & {"true", "false"}:
                 labels = [falses[0], trues[0]]  # a yes/no column: labels come back as spelled
-            col = self._mapped("boolean", np.array([1.0 if s in TRUE_TOKENS else 0.0 for s in vocab]), np.float64)
-            col.labels = labels
-            return col
+            return self._mapped("boolean", np.array([1.0 if s in TRUE_TOKENS else 0.0 for s in vocab]), np.float64,
+                                _BooleanStats(), labels)
         if forced == "datetime" or (forced is None and vocab and _all_iso(vocab_arr)):
-            return self._mapped("datetime", _datetimes(name, vocab_arr), "datetime64[us]")
-        return Column(name, "categorical", _load(self.path), vocab)
+            return self._mapped("datetime", _datetimes(name, vocab_arr), "datetime64[us]", _DatetimeStats())
+        return self._categorical(vocab, counts)
 
-    def _mapped(self, typ: str, lut: np.ndarray, dtype) -> Column:
-        """Replace the codes file by ``lut[codes]`` (missing: NaN / NaT), step by step."""
+    def _categorical(self, vocab: list[str], counts: np.ndarray) -> Column:
+        """Column.summary's figures for a categorical column, from the row counts of its categories."""
+        present = counts[:-1]
+        order = np.argsort(-present, kind="stable")[:5]
+        summary = {"n_categories": len(vocab),
+                   "top": [{"value": vocab[i], "count": int(present[i])} for i in order if present[i] > 0]}
+        return Column(self.name, "categorical", _load(self.path), vocab,
+                      described=_described(self.name, "categorical", counts[-1], summary))
+
+    def _mapped(self, typ: str, lut: np.ndarray, dtype, stats, labels: list[str] | None = None) -> Column:
+        """Replace the codes file by ``lut[codes]`` (missing: NaN / NaT), step by step, summarised on the way."""
         missing = np.array([np.datetime64("NaT", "us") if typ == "datetime" else np.nan], dtype=dtype)
         lut = np.concatenate([np.asarray(lut, dtype=dtype), missing])
         codes = np.load(self.path, mmap_mode="r")
         tmp = self.path.with_suffix(".typed")
         out = _NpyFile(tmp, dtype)
         for a in range(0, len(codes), _REMAP_ROWS):
-            out.append(lut[codes[a:a + _REMAP_ROWS]])
+            values = lut[codes[a:a + _REMAP_ROWS]]
+            stats.add(values)
+            out.append(values)
         out.close()
         del codes
         os.replace(tmp, self.path)
-        return Column(self.name, typ, _load(self.path))
+        summary = stats.summary(labels) if typ == "boolean" else stats.summary()
+        return Column(self.name, typ, _load(self.path), labels=labels,
+                      described=_described(self.name, typ, stats.n_missing, summary))
+
+
+def _remap(path: Path, rows: list[int], luts: list[np.ndarray | None]) -> None:
+    """``codes = lut[codes]`` in the int32 column file ``path``, batch by batch (``rows[i]`` rows use ``luts[i]``;
+    None: already the final codes), read and written in steps of at most ``_REMAP_ROWS`` rows (no memory map:
+    no synchronous flush)."""
+    with open(path, "r+b", buffering=0) as fh:
+        row = 0
+        for n_rows, lut in zip(rows, luts, strict=True):
+            if lut is None:
+                row += n_rows
+                continue
+            for a in range(row, row + n_rows, _REMAP_ROWS):
+                b = min(a + _REMAP_ROWS, row + n_rows)
+                buf = np.empty(b - a, dtype=np.int32)
+                fh.seek(_HEADER_BYTES + 4 * a)
+                fh.readinto(memoryview(buf).cast("B"))
+                fh.seek(_HEADER_BYTES + 4 * a)
+                fh.write(memoryview(lut[buf]).cast("B"))
+            row += n_rows
 
 
 def _all_iso(vocab: pa.Array) -> bool:
@@ -255,7 +393,7 @@ def _load(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
-def _sink(name: str, t: pa.DataType, forced: str | None, path: Path, loc) -> _Sink:
+def _sink(name: str, t: pa.DataType, forced: str | None, path: Path, loc, text_missing: Iterable[str]) -> _Sink:
     if pa.types.is_dictionary(t):
         t = t.value_type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
@@ -266,7 +404,7 @@ def _sink(name: str, t: pa.DataType, forced: str | None, path: Path, loc) -> _Si
         raise invalid([*loc, name], f"column {name!r} has the type {t}, which is not supported (numbers, text, "
                       "booleans, dates and timestamps are)")
     if _is_text(t) or forced == "categorical":
-        return _TextSink(name, path, loc, forced)
+        return _TextSink(name, path, loc, forced, text_missing)
     if forced == "numeric" or (forced is None and _numeric_like(t)):
         if temporal:
             raise invalid(["types", name], f"column {name!r} was declared numeric but holds {t} values")
@@ -284,9 +422,12 @@ def _sink(name: str, t: pa.DataType, forced: str | None, path: Path, loc) -> _Si
 # Batches -> column files
 # ----------------------------------------------------------------------------------------------
 class Writer:
-    """Record batches -> one column file per column in ``staging``; ``finish`` returns the typed columns."""
+    """Record batches -> one column file per column in ``staging``; ``finish`` returns the typed columns.
 
-    def __init__(self, schema: pa.Schema, staging: Path, forced: Mapping[str, str], loc):
+    ``text_missing``: text values of text columns that stand for a missing value (a CSV's missing tokens)."""
+
+    def __init__(self, schema: pa.Schema, staging: Path, forced: Mapping[str, str], loc,
+                 text_missing: Iterable[str] = ()):
         names = [str(n) for n in schema.names]
         self.unnamed_first = bool(names) and not names[0].strip()
         self.index_candidate = bool(names) and names[0].strip() in PANDAS_INDEX_NAMES
@@ -295,7 +436,7 @@ class Writer:
             checked[0] = ""
         check_forced(forced, checked, ["query", "types"])
         self.staging, self.loc, self.n_rows = staging, loc, 0
-        self.sinks = [_sink(n, f.type, forced.get(n), staging / f"s{j}.npy", loc)
+        self.sinks = [_sink(n, f.type, forced.get(n), staging / f"s{j}.npy", loc, text_missing)
                       for j, (n, f) in enumerate(zip(checked, schema, strict=True))]
         self.is_index = self.index_candidate and pa.types.is_integer(schema.field(0).type)
 
@@ -326,9 +467,7 @@ class Writer:
             col = sink.finish()
             final = self.staging / f"c{k}.npy"
             os.replace(sink.path, final)
-            col.values = np.load(final, allow_pickle=False)  # read once, in memory, one column at a time: the
-            col.described = col.schema()  # record's summaries, without the file's pages mapped into the process
-            col.values = _load(final)
+            col.values = _load(final)  # described by its sink: the record's summaries
             out.append(col)
         for p in self.staging.glob("s*.npy"):
             p.unlink()

@@ -1,4 +1,5 @@
-"""Datasets: create (CSV / JSON), list, read rows, delete, load columns for training."""
+"""Datasets: create (CSV or Parquet body, multipart file, JSON rows), list, read rows, delete, load columns for
+training."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
 
-from ..errors import NotFound, TooLarge
+from ..errors import NotFound, TooLarge, UnsupportedMedia, invalid
+from ..schemas.models import DatasetCreateJSON
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
-from .tables import Column
+from .tables import Column, parse_json_table, parse_types_query
+from .widths import check_width
+
+if TYPE_CHECKING:
+    from .projects import ProjectRuntime
 
 
 def new_id(prefix: str) -> str:
@@ -84,6 +93,79 @@ async def upload_stream(meta: MetadataStore, art: ArtifactStore, chunks: AsyncIt
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(spool.path)
+
+
+CSV_TYPES = ("text/csv", "application/csv")  # not text/plain: a browser form could send it cross-site
+PARQUET_TYPES = ("application/vnd.apache.parquet", "application/x-parquet", "application/parquet")
+
+
+def file_kind(ctype: str, path: str | None = None, filename: str | None = None) -> str:
+    """Parquet when the content type or file name says so or the file starts with Parquet's magic bytes."""
+    if ctype in PARQUET_TYPES or (filename or "").lower().endswith((".parquet", ".pq")):
+        return "parquet"
+    if path is not None:
+        with open(path, "rb") as fh:
+            if fh.read(4) == b"PAR1":
+                return "parquet"
+    return "csv"
+
+
+def _media_type(value: str | None) -> str:
+    return (value or "").split(";")[0].strip().lower()
+
+
+async def upload(r: ProjectRuntime, request: Request, name: str | None, types: str | None) -> dict:
+    """``POST /v1/datasets``: a new dataset from the request's CSV or Parquet body, multipart file, or JSON
+    columns + rows, chosen by its content type (415 for any other); ``types`` forces column types."""
+    ctype = _media_type(request.headers.get("content-type"))
+    forced = parse_types_query(types)
+    if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
+        return await upload_stream(r.meta, r.art, request.stream(), r.settings.max_body_bytes, file_kind(ctype),
+                                   forced, name, r.settings.max_columns)
+    if ctype == "multipart/form-data":
+        return await _upload_multipart(r, request, forced, name)
+    if ctype == "application/json":
+        return await _upload_json(r, await request.body(), forced, name)
+    raise UnsupportedMedia(
+        f"content type {ctype or '(none)'!r} is not supported; send text/csv, application/vnd.apache.parquet, "
+        "multipart/form-data with a 'file' part, or application/json"
+    )
+
+
+async def _upload_multipart(r: ProjectRuntime, request: Request, forced: dict, name: str | None) -> dict:
+    """The form's ``file`` part (CSV or Parquet, by its type, name or magic bytes), copied to a temporary file
+    and ingested; the dataset is named by the query, else the form's ``name``, else the file name."""
+    form = await request.form()
+    try:
+        part = form.get("file")
+        if part is None or isinstance(part, str):
+            raise invalid(["body", "file"], "the multipart body needs a 'file' part holding a CSV or Parquet file")
+        name = name or (form.get("name") if isinstance(form.get("name"), str) else None) or part.filename
+        tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
+        try:
+            with open(tmp, "wb") as fh:
+                await run_in_threadpool(shutil.copyfileobj, part.file, fh)
+            kind = file_kind(_media_type(part.content_type), tmp, part.filename)
+            return await run_in_threadpool(ingest_file, r.meta, r.art, tmp, kind, forced, name,
+                                           r.settings.max_columns)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    finally:
+        await form.close()
+
+
+async def _upload_json(r: ProjectRuntime, raw: bytes, forced: dict, name: str | None) -> dict:
+    """A ``DatasetCreateJSON`` body (columns, rows, optional name and types; ``forced`` wins over its types)."""
+    try:
+        body = DatasetCreateJSON.model_validate_json(raw)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
+        raise invalid(["body", *e["loc"]], msg) from None
+    check_width(len(body.columns), r.settings.max_columns, ["body", "columns"])
+    cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, {**(body.types or {}), **forced})
+    return await run_in_threadpool(store_columns, r.meta, r.art, cols, name or body.name)
 
 
 def _schema(columns: list[Column]) -> dict:

@@ -13,6 +13,7 @@ Imported on first use only (Arrow starts threads; the training workers' forkserv
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import re
 import shutil
@@ -135,8 +136,10 @@ def _csv_options(column_types: dict, bad_rows: list | None = None):
     read = pacsv.ReadOptions(block_size=BLOCK_SIZE, use_threads=USE_THREADS)
     parse = pacsv.ParseOptions(newlines_in_values=True,
                                **({"invalid_row_handler": on_bad_row} if bad_rows is not None else {}))
+    # text columns keep the missing tokens as text (matching them in every text cell costs about a tenth of the
+    # parse); column_files.Writer maps them to missing on the distinct values (``text_missing``)
     convert = pacsv.ConvertOptions(
-        null_values=list(MISSING_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True,
+        null_values=list(MISSING_TOKENS), strings_can_be_null=False, quoted_strings_can_be_null=True,
         true_values=["true", "True", "TRUE"], false_values=["false", "False", "FALSE"],
         column_types=column_types, check_utf8=False,  # checked on each text column's distinct values instead
     )
@@ -148,45 +151,69 @@ def _fresh(staging: Path) -> None:
         p.unlink()
 
 
-def _safe_cut(buf: bytearray, n: int) -> int:
-    """The end of the last complete line of ``buf[:n]`` outside quotes (an even number of '"' before it), or -1."""
-    i = buf.rfind(b"\n", 0, n)
+def _quotes(view: memoryview) -> int:
+    return int(np.count_nonzero(np.frombuffer(view, np.uint8) == 0x22))
+
+
+def _safe_cut(buf, n: int, start: int = 0) -> int:
+    """The end of the last complete line of ``buf[start:n]`` outside quotes (an even number of '"' between
+    ``start`` and it), or -1; ``buf``: bytes, a bytearray or a memory map."""
+    i = buf.rfind(b"\n", start, n)
     if i < 0:
         return -1
-    quotes = buf.count(b'"', 0, i)
-    while quotes % 2:
-        j = buf.rfind(b"\n", 0, i)
-        if j < 0:
-            return -1
-        quotes -= buf.count(b'"', j, i)
-        i = j
+    if buf.find(b'"', start, i) < 0:
+        return i + 1
+    view = memoryview(buf)
+    try:
+        quotes = _quotes(view[start:i])
+        while quotes % 2:
+            j = buf.rfind(b"\n", start, i)
+            if j < 0:
+                return -1
+            quotes -= _quotes(view[j:i])
+            i = j
+    finally:
+        view.release()
     return i + 1
+
+
+def _available(spool: BodySpool, pos: int, want: int) -> int:
+    """Bytes of the body past ``pos``, once there are at least ``want`` of them or the body is complete."""
+    n = 0
+    while n < want:
+        k = spool.wait(pos + n)
+        if k <= 0:
+            break
+        n += k
+    return n
 
 
 def _pieces(spool: BodySpool, size: int) -> Iterator[tuple[memoryview, bool]]:
     """The body in pieces of about ``size`` bytes, each ending at a line break outside quoted values (a quoted
-    value may hold line breaks), read as the body arrives, each into a buffer of its own (no further copy);
-    with each piece, whether it holds a quote at all."""
-    with spool.reader() as src:
-        carry = b""
+    value may hold line breaks), as the body arrives: views of the spool file mapped into memory (no copy; the
+    pages are those the body was written to), each with whether it holds a quote at all."""
+    fd = os.open(spool.path, os.O_RDONLY)
+    try:
+        pos, want = 0, size
         while True:
-            buf = bytearray(size + len(carry))
-            buf[: len(carry)] = carry
-            view, n = memoryview(buf), len(carry)
-            while n < len(buf):
-                k = src.readinto(view[n:])
-                if not k:
-                    break
-                n += k
-            cut = n if n < len(buf) else _safe_cut(buf, n)  # the end of the body, or a safe line break
-            if cut < 0:  # one quoted value longer than a piece: read more
-                carry, size = bytes(view[:n]), size * 2
-                continue
-            if cut:
-                yield view[:cut], buf.find(b'"', 0, cut) >= 0
-            if n < len(buf):
+            avail = _available(spool, pos, want)
+            if avail <= 0:
                 return
-            carry = bytes(view[cut:n])
+            n = min(avail, want)
+            base = pos - pos % mmap.ALLOCATIONGRANULARITY
+            m = mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base)
+            a = pos - base
+            last = avail < want  # the rest of the body
+            cut = a + n if last else _safe_cut(m, a + n, a)
+            if cut < 0:  # one quoted value longer than a piece: map more
+                want *= 2
+                continue
+            yield memoryview(m)[a:cut], m.find(b'"', a, cut) >= 0
+            if last:
+                return
+            pos, want = pos + cut - a, size
+    finally:
+        os.close(fd)
 
 
 def _read_piece(piece, has_quote: bool, names: list[str] | None, column_types: dict) -> pa.Table:
@@ -234,7 +261,7 @@ def _ingest_csv_once(spool, staging, forced, column_types, names_out: list, max_
         check_width(csv_header_width_bytes(first, max_columns), max_columns, ["body", "header"], at_least=True)
     table = _read_piece(first, has_quote, None, column_types)
     names = names_out[:] = table.column_names
-    writer = Writer(table.schema, staging, forced, ["body"])  # checks the header (check_header)
+    writer = Writer(table.schema, staging, forced, ["body"], MISSING_TOKENS)  # checks the header (check_header)
     types = dict(zip(names, table.schema.types, strict=True))
     for batch in table.to_batches():
         writer.add(batch)

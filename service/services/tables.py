@@ -38,7 +38,7 @@ class Column:
     values: np.ndarray  # float64 (numeric/boolean), int32 codes (categorical), datetime64[us] (datetime)
     categories: list[str] = field(default_factory=list)
     labels: list[str] | None = None  # boolean only: the [false, true] spellings of a yes/no column
-    described: dict | None = None  # schema() computed in advance (ingestion: from the file, before mmapping it)
+    described: dict | None = None  # schema() computed in advance (ingestion: by the column's sink, batch by batch)
 
     @property
     def missing(self) -> np.ndarray:
@@ -70,7 +70,7 @@ class Column:
             v = self.values[~miss]
             if not len(v):
                 return {"min": None, "max": None}
-            return {"min": _iso(v.min()), "max": _iso(v.max())}
+            return {"min": iso_text(v.min()), "max": iso_text(v.max())}
         counts = np.bincount(self.values[~miss], minlength=len(self.categories))
         order = np.argsort(-counts, kind="stable")[:5]
         return {
@@ -99,7 +99,7 @@ class Column:
                 return [None if math.isnan(v) else self.labels[int(v)] for v in vals.tolist()]
             return [None if math.isnan(v) else bool(v) for v in vals.tolist()]
         if self.type == "datetime":
-            return [None if np.isnat(v) else _iso(v) for v in vals]
+            return [None if np.isnat(v) else iso_text(v) for v in vals]
         return [None if c < 0 else self.categories[c] for c in vals.tolist()]
 
     def integral(self) -> bool:
@@ -136,7 +136,7 @@ class Column:
         return pa.DictionaryArray.from_arrays(pa.array(codes, mask=miss), pa.array(self.categories, pa.string()))
 
 
-def _iso(v) -> str:
+def iso_text(v) -> str:
     s = np.datetime_as_string(np.datetime64(v, "us"), unit="s")
     return s[:10] if s.endswith("T00:00:00") else s
 

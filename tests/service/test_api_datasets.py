@@ -135,6 +135,36 @@ def test_csv_columns_that_change_type_between_chunks(monkeypatch, tmp_path):
     assert forced["d"].categories == ["5", "6", "7", "8", "9"]
 
 
+def test_csv_summaries_kept_while_parsing_equal_the_stored_columns(monkeypatch, tmp_path):
+    """Each column's summary, kept batch by batch while the pieces are parsed, equals the one computed from the
+    stored values; missing tokens in text columns (quoted or not) are missing, not categories."""
+    import service.services.ingest as ingest
+
+    rows = ["n,t,yn,when,v,flag"]
+    for i in range(60):
+        t = ["NA", '"NA"', "", "n/a", "red", "green", "blue"][i % 7]
+        yn = ["yes", "no", "?"][i % 3]
+        when = "" if i % 11 == 0 else f"2021-03-{1 + i % 28:02d}"
+        v = "" if i % 5 == 0 else f"{(i * 7919) % 1000 / 7:.4f}"
+        rows.append(f"{i},{t},{yn},{when},{v},{['true', 'false', 'null'][i % 3]}")
+    path = tmp_path / "s.csv"
+    path.write_text("\n".join(rows) + "\n")
+    for size in (64, 1 << 20):  # many pieces, one piece
+        monkeypatch.setattr(ingest, "BLOCK_SIZE", size)
+        cols = {c.name: c for c in ingest.parse_csv_file(path)}
+        assert [cols[k].type for k in cols] == ["numeric", "categorical", "boolean", "datetime", "numeric",
+                                                "boolean"]
+        assert cols["t"].categories == ["blue", "green", "red"] and cols["yn"].labels == ["no", "yes"]
+        for c in cols.values():
+            kept, c.described = c.schema(), None
+            fresh = c.schema()
+            assert kept["n_missing"] == fresh["n_missing"] and kept.keys() == fresh.keys(), c.name
+            for k, want in fresh["summary"].items():
+                got = kept["summary"][k]
+                assert got == (pytest.approx(want, rel=1e-12) if isinstance(want, float) else want), (c.name, k)
+        assert cols["t"].schema()["n_missing"] == 36 and cols["yn"].schema()["n_missing"] == 20
+
+
 def test_algorithms_describe_the_gp_normalize_y_default(client):
     schema = client.get("/v1/algorithms/gaussian_process_regressor").json()["params_schema"]
     prop = schema["properties"]["normalize_y"]

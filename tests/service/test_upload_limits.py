@@ -40,13 +40,13 @@ def _json(width: int) -> dict:
 
 
 def test_wider_uploads_are_refused_naming_the_limit_and_store_nothing(narrow, monkeypatch):
-    import service.api.datasets as datasets_api
+    import service.services.datasets as datasets_service
     import service.services.ingest as ingest
 
     def never(*a, **k):
         raise AssertionError("a table over the cap was parsed")
 
-    monkeypatch.setattr(datasets_api, "parse_json_table", never)
+    monkeypatch.setattr(datasets_service, "parse_json_table", never)
     monkeypatch.setattr(ingest, "_read_piece", never)  # the CSV parser
     monkeypatch.setattr(ingest, "Writer", never)  # where a Parquet file's batches go
     wide = CAP + 1
