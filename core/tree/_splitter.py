@@ -101,6 +101,9 @@ class Splitter:
         self.n_features = self.codes.shape[1]
         self.mf = min(max_features, self.n_features)
         self.rng = rng
+        # width of each feature's key range in the compact (node, feature, bin) key space: its bins, and
+        # one more for the missing code when values are missing
+        self.width = binned.n_bins.astype(np.intp) + (1 if binned.has_missing else 0)
 
     # ------------------------------------------------------------------ level
     def choose_features(self, cand: np.ndarray, node_tree: np.ndarray) -> np.ndarray:
@@ -191,8 +194,19 @@ class Splitter:
             cg = codes[s]  # (R, mf) small-int codes, every feature in order
         else:
             cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
-        K = N * mf * Bp1
+        K = N * mf * Bp1  # cells of the (node, slot, bin) key space of the entries
         M = s.size * mf
+        # Cells are counted in a compact key space: each (node, slot) takes the width of its feature
+        # (bins, + 1 for the missing code) instead of Bp1 (the largest feature's), so the mask and the
+        # dense histograms are as large as the features' bins actually are.  Compact keys keep the
+        # order of the (node, slot, bin) keys, so U, the entry order and every sum are those of the
+        # wide keys (mapped back below).
+        wid = self.width[feats].ravel()  # (N * mf,)
+        slot_off = np.cumsum(wid)
+        Kc = int(slot_off[-1])
+        slot_off -= wid  # first compact key of every (node, slot), ascending
+        if self.binned.has_missing:  # the missing code B becomes the last key of its slot
+            cg = np.minimum(cg, (wid - 1).reshape(N, mf)[local])
         if regression:
             # (w, w y, w y^2); with unit weights 1.0 * y = y exactly
             chan_vals = (wt, yv, yv * yv) if wt is None else (wt, wt * yv, wt * yv * yv)
@@ -201,42 +215,42 @@ class Splitter:
         def rep(v):  # per-(row, feature) weights of a per-row weight array (None: unit)
             return None if v is None else np.repeat(v, mf)
 
-        if M > _PAIR_BUDGET and K * S <= _DENSE_CELLS:
+        if M > _PAIR_BUDGET and Kc * S <= _DENSE_CELLS:
             # a big node (the root levels): dense histograms one candidate feature at a time, so the
             # temporaries are O(rows) instead of O(rows x features)
-            cnt_full = np.zeros(K)
-            st_full = np.zeros((K, S)) if regression else np.zeros(K * S)
-            lbase = local * (mf * Bp1)
+            cnt_full = np.zeros(Kc)
+            st_full = np.zeros((Kc, S)) if regression else np.zeros(Kc * S)
+            lbase = local * mf
             ys = None if regression else yc[s]
             for j in range(mf):
-                kj = lbase + j * Bp1
+                kj = slot_off[lbase + j]
                 kj += cg[:, j]
-                cnt_full += np.bincount(kj, weights=fr, minlength=K)
+                cnt_full += np.bincount(kj, weights=fr, minlength=Kc)
                 if regression:
                     for c, v in enumerate(chan_vals):
-                        st_full[:, c] += np.bincount(kj, weights=v, minlength=K)
+                        st_full[:, c] += np.bincount(kj, weights=v, minlength=Kc)
                 else:
                     kj *= S
                     kj += ys
-                    st_full += np.bincount(kj, weights=wt, minlength=K * S)
+                    st_full += np.bincount(kj, weights=wt, minlength=Kc * S)
             del lbase, ys, kj
             U = np.flatnonzero(cnt_full)
             cnt = cnt_full[U]
             del cnt_full
-            st = st_full[U] if regression else st_full.reshape(K, S)[U]
+            st = st_full[U] if regression else st_full.reshape(Kc, S)[U]
             del st_full
         else:
-            comb = (local * (mf * Bp1))[:, None] + (np.arange(mf) * Bp1)  # (R, mf) int64 key
+            comb = slot_off.reshape(N, mf)[local]  # (R, mf) int64 key
             comb += cg
             flat = comb.ravel()  # a view of comb
-            if K <= max(4 * M, 1 << 16) and K * S <= _DENSE_CELLS:
-                # non-empty cells found with a mask over the K cells and numbered by their rank, then
-                # histograms over the entries only: no dense (K, S) histogram; each entry receives the
+            if Kc <= max(4 * M, 1 << 16) and Kc * S <= _DENSE_CELLS:
+                # non-empty cells found with a mask over the Kc cells and numbered by their rank, then
+                # histograms over the entries only: no dense (Kc, S) histogram; each entry receives the
                 # same additions in the same order as in a dense bincount
-                seen = np.zeros(K, dtype=bool)
+                seen = np.zeros(Kc, dtype=bool)
                 seen[flat] = True
                 U = np.flatnonzero(seen)
-                rank = np.cumsum(seen, dtype=np.int32 if K < 2**31 else np.intp)
+                rank = np.cumsum(seen, dtype=np.int32 if Kc < 2**31 else np.intp)
                 del seen
                 flat[:] = rank[flat]  # in place: flat (a view of comb) becomes entry index + 1
                 del rank
@@ -266,6 +280,12 @@ class Splitter:
                     st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 del inv
             comb = flat = None
+        # compact keys back to (node, slot, bin) keys: (node * mf + slot) * Bp1 + bin
+        ns = np.searchsorted(slot_off, U, side="right") - 1
+        code = U - slot_off[ns]
+        if self.binned.has_missing:
+            code[code == wid[ns] - 1] = Bp1 - 1
+        U = ns * Bp1 + code
         return U, cnt, st, K
 
     # ------------------------------------------------------------------ scores
