@@ -158,11 +158,11 @@ class TreeGrower:
         S, yc = self.S, self.yc
         if self.regression:
             rw = np.ones(r.r_s.size) if r.r_w is None else r.r_w
-            vals = np.stack([rw, rw * r.r_y, rw * r.r_y ** 2], axis=1)
-            del rw
             st = np.stack(
-                [np.bincount(r.r_node, weights=vals[:, k], minlength=n_level) for k in range(3)], axis=1
+                [np.bincount(r.r_node, weights=v, minlength=n_level) for v in (rw, rw * r.r_y, rw * r.r_y ** 2)],
+                axis=1,
             )
+            del rw
         else:
             st = np.bincount(r.r_node * S + yc[r.r_s], weights=r.r_w, minlength=n_level * S)
             st = st.reshape(n_level, S).astype(np.float64, copy=False)

@@ -164,16 +164,16 @@ class Splitter:
 
     def _chunk(self, nodes, feats, rows, block_nodes) -> Splits | None:
         """Splits of the chunk's nodes; ``block_nodes``: the first (chunk-local) node of each block."""
-        U, cnt, st, K = self._histograms(nodes, feats, rows)
-        e = self._entry_scores(nodes, feats, U, cnt, st, K, rows, block_nodes)
+        seg, code, cnt, st, K = self._histograms(nodes, feats, rows)
+        e = self._entry_scores(nodes, feats, seg, code, cnt, st, K, rows, block_nodes)
         if e is None:
             return None
         return self._best_splits(nodes, e)
 
     # ------------------------------------------------------------------ histograms
     def _histograms(self, nodes, feats, rows):
-        """Non-empty (node, feature, bin) cells of the chunk: their keys U (ascending), known counts
-        and weighted totals."""
+        """Non-empty (node, feature, bin) cells of the chunk, in ascending (node, slot, bin) order: their
+        (node * mf + slot) and bin, known counts and weighted totals."""
         starts, r_s, r_f, r_w = rows.starts, rows.r_s, rows.r_f, rows.r_w
         codes, yc, mf, Bp1, S, regression = self.codes, self.yc, self.mf, self.Bp1, self.S, self.regression
         # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
@@ -190,8 +190,8 @@ class Splitter:
         wt = None if r_w is None else r_w[ridx]  # None: unit weights (sums of 1.0 = integer counts)
         yv = rows.r_y[ridx] if regression else None  # centred targets (each tree its own offset)
         del ridx
-        if mf == codes.shape[1] and (feats == np.arange(mf)).all():
-            cg = codes[s]  # (R, mf) small-int codes, every feature in order
+        if mf == codes.shape[1] and feats.strides[0] == 0:  # choose_features' broadcast of every feature
+            cg = np.take(codes, s, axis=0)  # (R, mf) small-int codes, every feature in order
         else:
             cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
         K = N * mf * Bp1  # cells of the (node, slot, bin) key space of the entries
@@ -211,6 +211,8 @@ class Splitter:
             # (w, w y, w y^2); with unit weights 1.0 * y = y exactly
             chan_vals = (wt, yv, yv * yv) if wt is None else (wt, wt * yv, wt * yv * yv)
             del yv
+        # unit weights and no fractions: the weight channel sums the same 1s as the count (same numbers)
+        w_is_cnt = regression and wt is None and fr is None
 
         def rep(v):  # per-(row, feature) weights of a per-row weight array (None: unit)
             return None if v is None else np.repeat(v, mf)
@@ -228,19 +230,22 @@ class Splitter:
                 cnt_full += np.bincount(kj, weights=fr, minlength=Kc)
                 if regression:
                     for c, v in enumerate(chan_vals):
-                        st_full[:, c] += np.bincount(kj, weights=v, minlength=Kc)
+                        if c or not w_is_cnt:
+                            st_full[:, c] += np.bincount(kj, weights=v, minlength=Kc)
                 else:
                     kj *= S
                     kj += ys
                     st_full += np.bincount(kj, weights=wt, minlength=Kc * S)
             del lbase, ys, kj
+            if w_is_cnt:
+                st_full[:, 0] = cnt_full
             U = np.flatnonzero(cnt_full)
             cnt = cnt_full[U]
             del cnt_full
-            st = st_full[U] if regression else st_full.reshape(Kc, S)[U]
+            st = np.take(st_full if regression else st_full.reshape(Kc, S), U, axis=0)
             del st_full
         else:
-            comb = slot_off.reshape(N, mf)[local]  # (R, mf) int64 key
+            comb = np.take(slot_off.reshape(N, mf), local, axis=0)  # (R, mf) int64 key
             comb += cg
             flat = comb.ravel()  # a view of comb
             if Kc <= max(4 * M, 1 << 16) and Kc * S <= _DENSE_CELLS:
@@ -258,7 +263,8 @@ class Splitter:
                 nU = U.size
                 cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
                 if regression:
-                    st = np.stack([np.bincount(flat, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
+                    st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(flat, weights=rep(v), minlength=nU)
+                                   for c, v in enumerate(chan_vals)], axis=1)
                 else:
                     comb *= S  # in place: flat becomes the (entry, class) key
                     comb += yc[s][:, None]
@@ -273,23 +279,23 @@ class Splitter:
                 nU = U.size
                 cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
                 if regression:
-                    st = np.stack([np.bincount(inv, weights=rep(v), minlength=nU) for v in chan_vals], axis=1)
+                    st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(inv, weights=rep(v), minlength=nU)
+                                   for c, v in enumerate(chan_vals)], axis=1)
                 else:
                     inv *= S
                     inv += np.repeat(yc[s], mf)
                     st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 del inv
             comb = flat = None
-        # compact keys back to (node, slot, bin) keys: (node * mf + slot) * Bp1 + bin
+        # compact keys back to (node * mf + slot, bin)
         ns = np.searchsorted(slot_off, U, side="right") - 1
         code = U - slot_off[ns]
         if self.binned.has_missing:
             code[code == wid[ns] - 1] = Bp1 - 1
-        U = ns * Bp1 + code
-        return U, cnt, st, K
+        return ns, code, cnt, st, K
 
     # ------------------------------------------------------------------ scores
-    def _entry_scores(self, nodes, feats, U, cnt, st, K, rows, block_nodes):
+    def _entry_scores(self, nodes, feats, seg, code, cnt, st, K, rows, block_nodes):
         """Gain (and gain ratio) of every entry (candidate threshold, or categorical segment) of the
         cells; None when no entry is a valid split."""
         starts, r_s, r_w, Wn = rows.starts, rows.r_s, rows.r_w, rows.Wn
@@ -300,14 +306,14 @@ class Splitter:
         # the per-row and per-(row, feature) temporaries are not needed any more
         cnt = cnt.astype(np.float64, copy=False)
         st = st.astype(np.float64, copy=False)
-        nU = U.size
+        nU = seg.size
         it = np.int32 if K < 2**31 else np.intp  # entry-index dtype
-        seg = (U // Bp1).astype(it)
-        code = (U % Bp1).astype(it)
-        del U
+        seg = seg.astype(it)
+        code = code.astype(it)
         enode = seg // mf  # local node of entry
         eslot = seg % mf
-        efeat = feats[enode, eslot].astype(it)
+        every_feature = mf == self.n_features and feats.strides[0] == 0  # choose_features' broadcast
+        efeat = eslot if every_feature else feats[enode, eslot].astype(it)
         if not mae:
             del eslot
         miss = code == Bp1 - 1
@@ -333,6 +339,8 @@ class Splitter:
         seg_end[:-1] = seg_start[1:]
         seg_end[-1] = nU
         seg_end -= 1
+        # row gathers below use np.take (the same copies as fancy indexing, several times faster on
+        # (n, S) arrays)
         # cumulative sums of the known entries (in place: the same values as out of place)
         if any_miss:
             cs = np.where(known[:, None], st, 0.0)
@@ -356,25 +364,31 @@ class Splitter:
             after_first = ~first[seg_start]
             del bent, first
         prev = np.maximum(seg_start - 1, 0)
-        base = np.where(after_first[:, None], cs[prev], 0.0)
-        cbase = np.where(after_first, cc[prev], 0.0)
+        base = np.where(after_first[:, None], np.take(cs, prev, axis=0), 0.0)
+        cbase = np.where(after_first, np.take(cc, prev), 0.0)
         del after_first
         del prev
         left = cs
-        left -= base[seg_id]
+        left -= np.take(base, seg_id, axis=0)
         cleft = cc
-        cleft -= cbase[seg_id]
+        cleft -= np.take(cbase, seg_id)
         del cs, cc, base, cbase
-        last = seg_end[seg_id]
-        tot = left[last]
-        cright = cleft[last]  # the known count of the segment, minus cleft below
-        del last
+        # segment totals: the cumulative sums at the segment's last entry.  Regression impurities are
+        # elementwise, so those of the totals are computed once per segment and gathered (the same
+        # numbers); classification keeps them per entry (they go through a matrix product).
+        tot_seg = np.take(left, seg_end, axis=0)
+        cright = np.take(np.take(cleft, seg_end), seg_id)  # the known count of the segment, minus cleft below
         cright -= cleft
         count_ok = cleft >= msl
         count_ok &= cright >= msl
         del cleft, cright
+        tot = np.take(tot_seg, seg_id, axis=0)
         WL = left[:, 0].copy() if regression else left @ onesS
-        Wk = tot[:, 0].copy() if regression else tot @ onesS
+        if regression:
+            Wk_seg = tot_seg[:, 0].copy()
+            Wk = np.take(Wk_seg, seg_id)
+        else:
+            Wk = tot @ onesS
         if mae:
             del left, tot
             impL, impR, impK, cat_child_sum = mae_entry_impurities(
@@ -388,11 +402,16 @@ class Splitter:
             del left
             impR = impurity(right, criterion)
             del right
-            impK = impurity(tot, criterion)
+            impK = np.take(impurity(tot_seg, criterion), seg_id) if regression else impurity(tot, criterion)
             del tot
+        del tot_seg
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = Wn[nodes][enode]
-            F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+            if regression:
+                Wnode = Wn[nodes][enode[seg_start]]
+                F = np.take(np.where(Wnode > 0, Wk_seg / Wnode, 0.0), seg_id)
+            else:
+                Wnode = Wn[nodes][enode]
+                F = np.where(Wnode > 0, Wk / Wnode, 0.0)
             del Wnode
             WR = Wk - WL
             # numeric candidates
