@@ -24,13 +24,19 @@ _DENSE_CELLS = 1 << 22
 _PAIR_BUDGET = 1 << 16
 
 
-def _unique_inverse(flat: np.ndarray):
+def _unique_inverse(flat: np.ndarray, minor=None, major=None):
     """``np.unique(flat, return_inverse=True)`` by a stable sort of 32-bit keys when they fit (the same
-    sorted keys and inverse, ~1.5x faster than the 64-bit sort)."""
-    if flat.size == 0 or int(flat.max()) >= 2**31:
+    sorted keys and inverse, ~1.5x faster than the 64-bit sort).  ``flat`` may also come as two 16-bit
+    digits, ordered as (``major``, ``minor``): two stable radix sorts then give the same order (~1.5x
+    faster again)."""
+    if minor is not None:
+        o = np.argsort(minor, kind="stable")
+        o = np.take(o, np.argsort(np.take(major, o), kind="stable"))
+    elif flat.size == 0 or int(flat.max()) >= 2**31:
         U, inv = np.unique(flat, return_inverse=True)
         return U, inv.ravel()
-    o = np.argsort(flat.astype(np.int32), kind="stable")
+    else:
+        o = np.argsort(flat.astype(np.int32), kind="stable")
     ks = flat[o]
     bd = np.empty(ks.size, dtype=bool)
     bd[0] = True
@@ -248,7 +254,9 @@ class Splitter:
             comb = np.take(slot_off.reshape(N, mf), local, axis=0)  # (R, mf) int64 key
             comb += cg
             flat = comb.ravel()  # a view of comb
-            if Kc <= max(4 * M, 1 << 16) and Kc * S <= _DENSE_CELLS:
+            # the path is a matter of speed only (every path gives the same cells and sums): a mask over
+            # the cells up to ~4 cells per pair, a sort of the pairs beyond
+            if Kc <= 4 * M and Kc * S <= _DENSE_CELLS:
                 # non-empty cells found with a mask over the Kc cells and numbered by their rank, then
                 # histograms over the entries only: no dense (Kc, S) histogram; each entry receives the
                 # same additions in the same order as in a dense bincount
@@ -274,7 +282,15 @@ class Splitter:
                     U, cnt, st = U[nz], cnt[nz], st[nz]
                 del nz
             else:
-                U, inv = _unique_inverse(flat)
+                if M >= 1 << 14 and N * mf <= 1 << 16 and Bp1 <= 1 << 16:
+                    # digits: the (node, slot) and the bin (compact keys order as those pairs)
+                    slot = np.arange(N * mf, dtype=np.uint16).reshape(N, mf)
+                    minor = cg if cg.dtype in (np.uint8, np.uint16) else cg.astype(np.uint16)
+                    U, inv = _unique_inverse(flat, minor.ravel(), np.take(slot, local, axis=0).ravel())
+                    del minor
+                    del slot
+                else:
+                    U, inv = _unique_inverse(flat)
                 del comb, flat
                 nU = U.size
                 cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
