@@ -95,6 +95,7 @@ class Splitter:
                  min_samples_leaf: float, max_features: int, rng):
         self.binned = binned
         self.codes = binned.codes
+        self.codes_flat = np.ascontiguousarray(binned.codes).reshape(-1)  # a view: codes are C-ordered
         self.Bp1 = binned.missing_code + 1
         self.yc = yc
         self.y_raw = y_raw
@@ -199,7 +200,12 @@ class Splitter:
         if mf == codes.shape[1] and feats.strides[0] == 0:  # choose_features' broadcast of every feature
             cg = np.take(codes, s, axis=0)  # (R, mf) small-int codes, every feature in order
         else:
-            cg = codes[s[:, None], feats[local]]  # (R, mf) codes of each node's candidate features
+            # (R, mf) codes of each node's candidate features, gathered from the flat codes (np.take: the
+            # same values as codes[s[:, None], feats[local]], ~2.5x faster)
+            fi = np.take(feats, local, axis=0)
+            fi += (s * codes.shape[1])[:, None]
+            cg = np.take(self.codes_flat, fi)
+            del fi
         K = N * mf * Bp1  # cells of the (node, slot, bin) key space of the entries
         M = s.size * mf
         # Cells are counted in a compact key space: each (node, slot) takes the width of its feature
@@ -329,7 +335,8 @@ class Splitter:
         enode = seg // mf  # local node of entry
         eslot = seg % mf
         every_feature = mf == self.n_features and feats.strides[0] == 0  # choose_features' broadcast
-        efeat = eslot if every_feature else feats[enode, eslot].astype(it)
+        # feats[enode, eslot], read through the flat (node, slot) index seg
+        efeat = eslot if every_feature else np.take(np.ascontiguousarray(feats).reshape(-1), seg).astype(it)
         if not mae:
             del eslot
         miss = code == Bp1 - 1
