@@ -158,11 +158,11 @@ class TreeGrower:
         S, yc = self.S, self.yc
         if self.regression:
             rw = np.ones(r.r_s.size) if r.r_w is None else r.r_w
-            vals = np.stack([rw, rw * r.r_y, rw * r.r_y ** 2], axis=1)
-            del rw
             st = np.stack(
-                [np.bincount(r.r_node, weights=vals[:, k], minlength=n_level) for k in range(3)], axis=1
+                [np.bincount(r.r_node, weights=v, minlength=n_level) for v in (rw, rw * r.r_y, rw * r.r_y ** 2)],
+                axis=1,
             )
+            del rw
         else:
             st = np.bincount(r.r_node * S + yc[r.r_s], weights=r.r_w, minlength=n_level * S)
             st = st.reshape(n_level, S).astype(np.float64, copy=False)
@@ -226,7 +226,10 @@ class TreeGrower:
         del is_split
         code_thr = np.full(n_level, -1, dtype=np.int64)
         code_thr[splits.node] = np.where(splits.cat, -1, splits.code)
-        c = self.binned.codes[r_s, feat[r_node]]  # small-int codes
+        fi = np.take(feat, r_node)
+        fi += r_s * self.binned.codes.shape[1]
+        c = np.take(self.splitter.codes_flat, fi)  # small-int codes: codes[r_s, feat[r_node]], ~2.5x faster
+        del fi
         miss = c == mcode
         ptr = np.zeros(n_level + 1, dtype=np.intp)
         np.cumsum(nch, out=ptr[1:])
