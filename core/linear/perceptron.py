@@ -128,7 +128,6 @@ class _Scan:
             Wp = WA[probs]
             Z = Xb @ Wp.T  # x . w + b of each problem at the block's start
             norms = (np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0).tolist()
-            xn_l, sc_l = xn.tolist(), sc.tolist()
             for q, j in enumerate(probs):
                 tb = self.Tt[j, idx]
                 Xs = np.multiply(Xb, tb[:, None], out=self.Xs[:size])
@@ -137,7 +136,6 @@ class _Scan:
                 slack = xn * (_SLACK * (w_norm + grow))
                 v = Z[:, q] * tb
                 v -= slack  # running margin minus the filter's bound: a candidate where <= 0
-                t_l, slack_l = tb.tolist(), slack.tolist()
                 wa = WA[j]
                 self.P[0] = wa
                 pending = []  # block positions of the pending updates
@@ -147,8 +145,8 @@ class _Scan:
                     vr = float(v[r])
                     if vr > 0.0:
                         break
-                    z = vr + slack_l[r]
-                    bound = _SLACK * w_norm * xn_l[r]
+                    z = vr + slack.item(r)
+                    bound = _SLACK * w_norm * xn.item(r)
                     pos = r + 1
                     if z > bound:
                         continue
@@ -156,12 +154,12 @@ class _Scan:
                         self._flush(wa, pending, tb, j, loss, mistakes)
                         pending = []
                         dot = float(self._margins(wa[None], Xb[r : r + 1, :d], j)[0])
-                        if t_l[r] * (dot + float(wa[d])) > 0.0:
+                        if tb.item(r) * (dot + float(wa[d])) > 0.0:
                             continue
                     pending.append(r)
-                    w_norm += abs(sc_l[r]) * xn_l[r]
+                    w_norm += abs(sc.item(r)) * xn.item(r)
                     if pos < size:
-                        if t_l[r] > 0.0:
+                        if tb.item(r) > 0.0:
                             v[pos:] += Xs[pos:] @ Ub[r]
                         else:
                             v[pos:] -= Xs[pos:] @ Ub[r]
