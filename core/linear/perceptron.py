@@ -11,8 +11,8 @@ improved by ``tol * n`` for ``n_iter_no_change`` epochs, or when an epoch makes 
 mistake.  Prediction follows sklearn: class +1 iff w^T x + b > 0 ([da Silva Neto §1.3.1]
 writes g(0) = 1; the tie only matters on the boundary itself).
 
-All binary sub-problems (one per class for OvR, one per pair for OvO) are trained
-together in one pass over the samples, each updating only on its own samples.
+All binary sub-problems (one per class for OvR, one per pair for OvO) see the same
+per-epoch order of the samples, each updating only on its own samples.
 """
 
 from __future__ import annotations
@@ -29,82 +29,49 @@ from ..registry import register
 from ..validation import check_predict_input, check_sample_weight, check_X_y
 from ._common import binary_labels, linear_scores
 
-_BLOCK = 256  # rows whose margins are computed with one matrix product
+_BLOCK = 512  # rows of the epoch's order whose margins are computed with one product
 _SLACK = 1e-8  # relative bound under which a margin from the running products is checked exactly
+_STACK = 1 << 20  # floats of the (rows, m, d) stack the exact margins of several problems are computed in
 
 
 def _train_perceptrons(X, T, s, p, rng, ctx):
     """T: (n, m) targets in {-1, 0, +1} (0 = sample not in sub-problem m).  Returns W (m, d), b (m,).
 
-    Samples are visited one at a time, as Rosenblatt's rule says, but only mistakes cost Python work: the
-    margins of a block of the epoch's order are one matrix product, kept current after each update
-    ``w += u x_r`` by ``z_i += u (x_i . x_r + 1)`` for the block's later rows.  A row is checked exactly
-    (``t (W x + b)`` with the current weights, as a sample-by-sample loop computes it) when its running margin
-    is below a bound far above rounding (``_SLACK``), so the updates, their order and the weights are those
-    of the sample-by-sample loop, bit for bit.  Problems already stopped (``active`` False) never update, so
-    only active ones make a row a candidate."""
+    The result is Rosenblatt's rule applied one sample at a time in the epoch's order, every sub-problem seeing
+    the same order: at each sample of problem j the margin ``t (W x + b)[j]`` (one product with the whole
+    ``W``) decides a mistake, which updates ``W[j] += eta0 s t x`` and ``b[j] += eta0 s t``.  Problems share
+    only the order, so each is scanned on its own (``_Scan``) and only mistakes cost Python work; the margins,
+    the updates, their order and the weights are those of the sample-by-sample loop, bit for bit.  Problems
+    already stopped (``active`` False) are not scanned."""
     n, d = X.shape
     m = T.shape[1]
-    W = np.zeros((m, d))
-    b = np.zeros(m)
-    eta0 = p["eta0"]
-    fit_intercept = p["fit_intercept"]
     tol = p["tol"]
     active = np.ones(m, dtype=bool)
     best = np.full(m, np.inf)
     stall = np.zeros(m, dtype=int)
-    n_part = np.maximum((T != 0).sum(axis=0), 1)
-    order = np.arange(n)
     in_problem = T != 0
-    x_norm = np.sqrt(np.einsum("ij,ij->i", X, X)) + 1.0
-    scale = eta0 * s
+    n_part = np.maximum(in_problem.sum(axis=0), 1)
+    # problems on every sample (binary, one-vs-rest) are scanned block by block together; the others alone
+    shared = bool(in_problem.all())
+    groups = [list(range(m))] if shared else [[j] for j in range(m)]
+    order = np.arange(n)
+    # [x, 1] (or [x, 0] without intercept): the running margins and the updates carry the bias as a column
+    Xa = np.empty((n, d + 1))
+    Xa[:, :d] = X
+    Xa[:, d] = 1.0 if p["fit_intercept"] else 0.0
+    WA = np.zeros((m, d + 1))  # [W[j], b[j]] of each problem
+    scan = _Scan(Xa, T, p["eta0"] * s, m)
     n_iter = 0
     for n_iter in range(1, p["max_iter"] + 1):
         if p["shuffle"]:
             rng.shuffle(order)
         loss = np.zeros(m)
         mistakes = np.zeros(m)
-        act = active.astype(float)
-        if m == 1:  # one problem (two classes): scalars where the general loop has length-1 arrays
-            loss[0], mistakes[0] = _epoch_binary(X, T[:, 0], scale, W, b, order, x_norm, fit_intercept)
-            n_seen = 0
-        else:
-            n_seen = n
-        for start in range(0, n_seen, _BLOCK):
-            idx = order[start : start + _BLOCK]
-            Xb, Tb = X[idx], T[idx]
-            counts = in_problem[idx] & active
-            Z = Xb @ W.T
-            Z += b
-            w_norm = float(np.sqrt(np.einsum("ij,ij->i", W, W)).max() + np.abs(b).max()) + 1.0
-            slack = (_SLACK * w_norm) * x_norm[idx]
-            pos = 0
-            while pos < len(idx):
-                cand = ((Tb[pos:] * Z[pos:] <= slack[pos:, None]) & counts[pos:]).any(axis=1)
-                r = int(cand.argmax())
-                if not cand[r]:
-                    break
-                r += pos
-                i = idx[r]
-                x = X[i]
-                t = T[i]
-                margin = t * (W @ x + b)
-                mis = (margin <= 0.0) & (t != 0)
-                if mis.any():
-                    loss -= np.where(mis, margin, 0.0)
-                    mistakes += mis
-                    u = (scale[i] * act) * np.where(mis, t, 0.0)
-                    W += np.outer(u, x)
-                    if fit_intercept:
-                        b += u
-                    if r + 1 < len(idx):
-                        k = Xb[r + 1 :] @ x
-                        if fit_intercept:
-                            k += 1.0
-                        Z[r + 1 :] += k[:, None] * u
-                        w_norm += float(np.abs(u).max()) * x_norm[i]
-                        slack[r + 1 :] = (_SLACK * w_norm) * x_norm[idx[r + 1 :]]
-                pos = r + 1
+        for group in groups:
+            probs = [j for j in group if active[j]]
+            if probs:
+                rows = order if shared else order[in_problem[order, probs[0]]]
+                scan.epoch(WA, rows, probs, loss, mistakes)
         ctx.step(n_iter, p["max_iter"])
         # per-problem stopping (sklearn's rule), frozen problems stop updating
         if tol is not None:
@@ -116,51 +83,129 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
             active &= mistakes != 0
         if not active.any():
             break
-    return W, b, n_iter
+    return WA[:, :d].copy(), WA[:, d].copy(), n_iter
 
 
-def _epoch_binary(X, t_all, scale, W, b, order, x_norm, fit_intercept):
-    """One epoch of ``_train_perceptrons`` with a single problem (targets +-1, active): the same block scan with
-    the margins, bounds and bookkeeping of one problem as 1-d arrays and Python floats (the same IEEE operations
-    in the same order as the general loop, so the same weights).  Updates ``W`` (1, d) and ``b`` (1,) in place;
-    returns the epoch's (loss, mistakes)."""
-    n = len(order)
-    loss, mistakes = 0.0, 0.0
-    w = W[0]
-    for start in range(0, n, _BLOCK):
-        idx = order[start : start + _BLOCK]
-        Xb, tb = X[idx], t_all[idx]
-        z = Xb @ w
-        z += b[0]
-        w_norm = float(np.sqrt(w @ w) + abs(b[0])) + 1.0
-        bound = _SLACK * x_norm[idx]
-        pos, size = 0, len(idx)
-        while pos < size:
-            cand = tb[pos:] * z[pos:] <= w_norm * bound[pos:]
-            r = int(cand.argmax())
-            if not cand[r]:
-                break
-            r += pos
-            i = idx[r]
-            x = X[i]
-            t = float(tb[r])
-            margin = t * float((W @ x + b)[0])
-            if margin <= 0.0:
-                loss -= margin
-                mistakes += 1.0
-                u = (scale[i] * 1.0) * t
-                w += u * x
-                if fit_intercept:
-                    b[0] += u
-                if r + 1 < size:
-                    k = Xb[r + 1 :] @ x
-                    if fit_intercept:
-                        k += 1.0
-                    k *= u
-                    z[r + 1 :] += k
-                    w_norm += abs(u) * x_norm[i]
-            pos = r + 1
-    return loss, mistakes
+class _Scan:
+    """One epoch of a group of problems over the same rows, in blocks of ``_BLOCK`` rows of the order.
+
+    For each problem, the block's margins ``t (x . w + b)`` are one product, kept current after each update
+    ``w += u x_r`` by ``z_i += t_i u (x_i . x_r + 1)`` for the block's later rows; a row is a mistake candidate
+    when its running margin is below a bound (``_SLACK`` relative) far above the rounding of the running
+    products.  A candidate whose running margin is beyond the bound on either side is decided by it; one within
+    it by its exact margin.  Updates do not depend on the margin's value (``u = eta0 s t``), so the block's
+    updates are kept pending and applied at its end by one cumulative sum (the same additions in the same order
+    as ``w += u x`` one at a time); the exact margins of its mistakes, which the epoch's loss sums, are then
+    computed from the weights before each update with the product a sample-by-sample loop computes (``W @ x``:
+    a dot product for one problem, a matrix-vector product with all ``m`` rows of ``W`` for several)."""
+
+    def __init__(self, Xa, T, scale, m):
+        n, d1 = Xa.shape
+        d = d1 - 1
+        size = min(_BLOCK, n)
+        self.Xa, self.Tt, self.scale, self.m, self.d = Xa, np.ascontiguousarray(T.T), scale, m, d
+        self.x_norm = np.sqrt(np.einsum("ij,ij->i", Xa[:, :d], Xa[:, :d])) + 1.0
+        self.step_norm = np.abs(scale) * self.x_norm  # how much one update at a row can grow ||w|| + |b|
+        self.Xb = np.empty((size, d1))  # the block's rows [x, 1]
+        self.Ub = np.empty((size, d1))  # eta0 s [x, 1]: an update at the row is t times it
+        self.Xs = np.empty((size, d1))  # t [x, 1] of the problem being scanned
+        self.P = np.empty((size + 1, d1))  # [w, b] then the pending updates u [x, 1]
+        self.C = np.empty((size + 1, d1))  # their cumulative sums: the weights after each update
+        self.G = np.zeros((max(1, min(size, _STACK // (m * d or 1))), m, d)) if m > 1 else None
+
+    def epoch(self, WA, rows, probs, loss, mistakes):
+        """Scans ``rows`` (the epoch's order restricted to the group) for the problems ``probs``, updating their
+        weights ``WA[j]`` = [w, b] in place and adding to their ``loss`` and ``mistakes``."""
+        d = self.d
+        for start in range(0, len(rows), _BLOCK):
+            idx = rows[start : start + _BLOCK]
+            size = len(idx)
+            Xb = np.take(self.Xa, idx, axis=0, out=self.Xb[:size], mode="clip")
+            sc = self.scale[idx]
+            Ub = np.multiply(Xb, sc[:, None], out=self.Ub[:size])
+            xn = self.x_norm[idx]
+            grow = float(self.step_norm[idx].sum())
+            Wp = WA[probs]
+            Z = Xb @ Wp.T  # x . w + b of each problem at the block's start
+            norms = (np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0).tolist()
+            for q, j in enumerate(probs):
+                tb = self.Tt[j, idx]
+                Xs = np.multiply(Xb, tb[:, None], out=self.Xs[:size])
+                w_norm = norms[q]
+                # the filter's bound, with the weights' largest possible norm in this block
+                slack = xn * (_SLACK * (w_norm + grow))
+                v = Z[:, q] * tb
+                v -= slack  # running margin minus the filter's bound: a candidate where <= 0
+                wa = WA[j]
+                self.P[0] = wa
+                pending = []  # block positions of the pending updates
+                pos = 0
+                while pos < size:
+                    r = pos + int((v[pos:] <= 0.0).argmax())
+                    vr = float(v[r])
+                    if vr > 0.0:
+                        break
+                    z = vr + slack.item(r)
+                    bound = _SLACK * w_norm * xn.item(r)
+                    pos = r + 1
+                    if z > bound:
+                        continue
+                    if z >= -bound:  # too close to call from the running margin: apply the pending updates
+                        self._flush(wa, pending, tb, j, loss, mistakes)
+                        pending = []
+                        dot = float(self._margins(wa[None], Xb[r : r + 1, :d], j)[0])
+                        if tb.item(r) * (dot + float(wa[d])) > 0.0:
+                            continue
+                    pending.append(r)
+                    w_norm += abs(sc.item(r)) * xn.item(r)
+                    if pos < size:
+                        if tb.item(r) > 0.0:
+                            v[pos:] += Xs[pos:] @ Ub[r]
+                        else:
+                            v[pos:] -= Xs[pos:] @ Ub[r]
+                self._flush(wa, pending, tb, j, loss, mistakes)
+
+    def _flush(self, wa, pending, tb, j, loss, mistakes):
+        """Applies the pending updates at block positions ``pending`` to ``wa`` (``P[0]`` holds it) and adds
+        their exact margins to ``loss[j]``."""
+        k = len(pending)
+        if not k:
+            return
+        d = self.d
+        at = np.array(pending)
+        tp = tb[at]
+        P = self.P[: k + 1]
+        np.take(self.Ub, at, axis=0, out=P[1:], mode="clip")
+        P[1:] *= tp[:, None]  # u [x, 1] with u = eta0 s t: the products of u * x (t = +-1 is exact)
+        C = np.add.accumulate(P, axis=0, out=self.C[: k + 1])
+        dots = self._margins(C[:k], np.take(self.Xb, at, axis=0)[:, :d], j)
+        margins = (dots + C[:k, d]) * tp
+        total = float(loss[j])
+        for mg in margins.tolist():
+            if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
+                raise AssertionError("perceptron block scan: a pending update is not a mistake")
+            total -= mg
+        loss[j] = total
+        mistakes[j] += k
+        wa[:] = C[k]
+        self.P[0] = wa
+
+    def _margins(self, Wa, Xm, j):
+        """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` and sample ``Xm[i]``, computed as a
+        sample-by-sample loop does: one dot product per row for one problem; for several, a matrix-vector
+        product with the ``m`` rows of ``W``, row ``j`` being the problem's (the other rows do not enter row
+        ``j``'s result)."""
+        d = self.d
+        if self.m == 1:
+            return np.matmul(Wa[:, None, :d], Xm[:, :, None])[:, 0, 0]
+        G = self.G
+        out = np.empty(len(Xm))
+        for start in range(0, len(Xm), len(G)):
+            stop = min(start + len(G), len(Xm))
+            g = G[: stop - start]
+            g[:, j, :] = Wa[start:stop, :d]
+            out[start:stop] = np.matmul(g, Xm[start:stop, :, None])[:, j, 0]
+        return out
 
 
 @register

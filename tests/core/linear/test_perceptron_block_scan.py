@@ -3,7 +3,7 @@ makes the updates of the sample-by-sample rule, in the same order: the same weig
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris
 
 from core import registry
 from core.linear import perceptron as perceptron_mod
@@ -50,7 +50,10 @@ def _sets():
     Xi = rng.integers(-3, 4, size=(700, 6)).astype(float)  # integer data: margins exactly 0 happen
     Xc, yc = load_breast_cancer(return_X_y=True)
     Xr, yr = load_iris(return_X_y=True)
-    return {"integers": (Xi, (Xi[:, 0] + Xi[:, 1] - Xi[:, 2] > 0).astype(int)),
+    Xd, yd = load_digits(return_X_y=True)
+    Xd = Xd[:400] / 16.0  # ten problems on 64 features: their margins are one matrix-vector product
+    return {"digits (10 classes)": (Xd, yd[:400]),
+            "integers": (Xi, (Xi[:, 0] + Xi[:, 1] - Xi[:, 2] > 0).astype(int)),
             "breast_cancer": ((Xc - Xc.mean(0)) / Xc.std(0), yc), "iris (3 classes)": (Xr, yr)}
 
 
