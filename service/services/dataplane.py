@@ -48,7 +48,11 @@ def predict_payload(bundle, body: object, max_rows: int) -> dict:
     if len(body) == 1:  # the common body, {"rows": [...]}: its checks in a few operations
         data = body.get("rows")
         if type(data) is list and data and len(data) <= max_rows and bundle.task != rl.TASK:
-            X = bundle.matrix_from_payload(data, "rows", json_numbers=True)
+            X = None
+            if len(data) == 1 and type(data[0]) is list:  # one row
+                X = bundle.matrix_from_flat(data[0], 1)
+            if X is None:
+                X = bundle.matrix_from_payload(data, "rows", json_numbers=True)
             try:
                 return bundle.predict_matrix(X)
             except DataError as exc:

@@ -532,10 +532,12 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
         name, shape, data, wanted, rid = plain
         if type(data) is not list or shape[0] > max_rows:
             return None
-        A = np.asarray(data)
-        if A.dtype is not _F64 or A.size != shape[0] * shape[1]:
-            return None
-        X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
+        X = bundle.matrix_from_flat(data, shape[0]) if data and type(data[0]) is float else None
+        if X is None:
+            A = np.asarray(data)
+            if A.dtype is not _F64 or A.size != shape[0] * shape[1]:
+                return None
+            X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
     else:
         try:
             hlen = int(header_length)
