@@ -353,6 +353,7 @@ def encode_response(model_name: str, request_id: str | None, results: dict[str, 
 
 # -- one inference request (DataPlane.infer) ------------------------------------------------------------
 _PLANE = {"predict": "predictions", "predict_proba": "probabilities", "predict_std": "std"}
+_PREDICT_ONLY = ["predict"]
 
 
 def _label_datatype(bundle, values: list) -> str:
@@ -366,12 +367,17 @@ def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
     """name -> (datatype, shape, flat Python list) through ``ModelBundle.predict_matrix``, the code that answers
     ``/v1`` predict (the same numbers by construction), for classification and regression; None for outputs
     only ``run_inference`` has."""
-    if bundle.task not in ("classification", "regression") or not set(wanted) <= _PLANE.keys():
+    if bundle.task not in ("classification", "regression"):
         return None
-    proba, std = "predict_proba" in wanted, "predict_std" in wanted
-    if (proba and bundle.task != "classification") or (std and bundle.task != "regression"):
-        return None
-    out = bundle.predict_matrix(X, return_proba=proba, return_std=std)
+    if wanted == _PREDICT_ONLY:  # the common request
+        out = bundle.predict_matrix(X)
+    else:
+        if not set(wanted) <= _PLANE.keys():
+            return None
+        proba, std = "predict_proba" in wanted, "predict_std" in wanted
+        if (proba and bundle.task != "classification") or (std and bundle.task != "regression"):
+            return None
+        out = bundle.predict_matrix(X, return_proba=proba, return_std=std)
     results = {}
     for name in wanted:
         values = out[_PLANE[name]]
@@ -381,7 +387,8 @@ def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
         elif name == "predict" and bundle.task == "classification":
             dt = _label_datatype(bundle, values)
             if dt == "BYTES":  # as typed(): text
-                values = [v if type(v) is str else str(v) for v in values]
+                if len(values) != 1 or type(values[0]) is not str:
+                    values = [v if type(v) is str else str(v) for v in values]
             elif dt == "FP64":
                 values = [float(v) for v in values]
             results[name] = (dt, [len(values)], values)
