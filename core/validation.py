@@ -172,6 +172,16 @@ def check_n_features(est, X: np.ndarray) -> None:
         raise DataError(f"X has {X.shape[1]} features, but the model was fitted with {expected}")
 
 
+def is_one_clean_row(est, X, attribute: str) -> bool:
+    """Whether ``est`` is fitted (``attribute`` set) and ``X`` is one float64 C-contiguous row of its fitted width:
+    what ``check_predict_input`` accepts at once, but for finiteness, which the caller then answers itself (a
+    linear score is finite only if every value of the row is: NaN and infinities propagate through the products).
+    Anything else goes through ``check_predict_input``."""
+    return (type(X) is np.ndarray and X.dtype is _F64 and X.ndim == 2 and X.shape[0] == 1
+            and X.shape[1] == getattr(est, "n_features_in_", -1) and X.flags.c_contiguous
+            and getattr(est, attribute, _MISSING) is not _MISSING)
+
+
 def check_predict_input(est, X, attribute: str, *, allow_nan: bool = False) -> np.ndarray:
     """The prediction-time check of an estimator in one call: ``check_is_fitted(est, [attribute])``, then
     ``check_array(X, allow_nan=allow_nan)`` and ``check_n_features(est, X)``, with the same errors.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 from contextlib import asynccontextmanager
+from typing import ClassVar
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
@@ -26,6 +27,7 @@ from .settings import Settings
 log = logging.getLogger("orchard")
 
 
+_DOOR_PATHS_MAX = 4096
 _MAY_FAIL_500 = {"predict", "evaluate_model", "v2_infer"}  # artifact integrity errors
 
 
@@ -105,16 +107,26 @@ class OrchardApp(FastAPI):
     predict_front_door: PredictFrontDoor | None = None
     cors = False  # with CORS on, predict takes the routed path, where CORSMiddleware adds its headers
 
+    # predict paths seen -> (model id or name, V2): one dict lookup per request (a function of the path alone)
+    _door_paths: ClassVar[dict[str, tuple[str, bool]]] = {}
+
     async def __call__(self, scope, receive, send):
         if (scope["type"] == "http" and scope["method"] == "POST" and self.predict_front_door is not None
                 and not self.cors):
             path = scope["path"]
-            model_id = predict_model_id(path)
-            if model_id is not None:
-                return await self.predict_front_door(scope, receive, send, model_id)
-            name = infer_model_name(path)
-            if name is not None:
-                return await self.predict_front_door(scope, receive, send, name, True)
+            door = self._door_paths.get(path)
+            if door is None:
+                model_id = predict_model_id(path)
+                door = (model_id, False) if model_id is not None else None
+                if door is None:
+                    name = infer_model_name(path)
+                    door = (name, True) if name is not None else None
+                if door is not None:
+                    if len(self._door_paths) >= _DOOR_PATHS_MAX:
+                        self._door_paths.clear()
+                    self._door_paths[path] = door
+            if door is not None:
+                return await self.predict_front_door(scope, receive, send, *door)
         await super().__call__(scope, receive, send)
 
 
@@ -136,6 +148,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         reconciler.start()
         app.state.runtime = runtime
         app.predict_front_door.plane = runtime.plane  # one attribute read per predict, not app.state's lookup
+        app.predict_front_door.authorize = guard.front_door_for(runtime)  # the runtime bound: no app.state lookup
         # Everything loaded so far (modules, NumPy/SciPy, routes) lives as long as the process: move it out of
         # the collector's reach, so that full collections triggered by request garbage do not walk it again
         # and again (measured: up to ~10% of a single-row predict's instructions; docs/decisions/observability.md)
@@ -148,6 +161,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
             yield
         finally:
             app.predict_front_door.plane = None
+            app.predict_front_door.authorize = authorize
             reconciler.shutdown()
             guard.close()
             janitor.stop()
@@ -186,7 +200,11 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     # the front door skips the middleware: its guard is the same browser check, then the key's view of the models
     app.predict_front_door = PredictFrontDoor(lambda: app.state.runtime.plane, recorder, settings.max_body_bytes,
                                               guards=(browser.check,), on_rows=metrics.on_rows if metrics else None)
-    app.predict_front_door.authorize = lambda scope, plane: guard.front_door(scope, app.state.runtime).plane
+
+    def authorize(scope, plane):  # until the lifespan binds the runtime (Guard.front_door_for)
+        return guard.front_door(scope, app.state.runtime).plane
+
+    app.predict_front_door.authorize = authorize
     app.add_middleware(BrowserGuardMiddleware, guard=browser)  # Host allow-list, cross-site refusals
     # outermost: the request id (always), metrics and access log (each switchable) see every request
     app.add_middleware(Observability, recorder=recorder)

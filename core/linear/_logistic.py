@@ -27,6 +27,8 @@ H d = -g with the exact Hessian, Cholesky, backtracking line search; [da Silva N
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
@@ -35,7 +37,7 @@ from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state
-from ..validation import check_predict_input, check_sample_weight, check_X_y
+from ..validation import check_predict_input, check_sample_weight, check_X_y, is_one_clean_row
 from ._common import binary_labels, class_weight_vector, linear_scores, lipschitz_sq
 from ._optim import accelerated_gradient, cholesky_direction, minibatch_sgd, newton_minimize, soft_threshold
 
@@ -340,6 +342,14 @@ class LogisticModel(Classifier):
         return Z - logsumexp(Z, axis=1, keepdims=True)
 
     def predict(self, X):
+        if self.multi_class_ == "binary" and is_one_clean_row(self, X, "coef_"):
+            # one row (the service's single-row predict): linear_scores' product, its sum with the intercept in
+            # Python floats (the same IEEE addition as NumPy's) and binary_labels' choice, without the
+            # finiteness pass over X: a finite product means a finite row
+            s = float(X.dot(self.coef_[0])[0])
+            if math.isfinite(s):
+                k = 1 if s + float(self.intercept_[0]) > 0 else 0
+                return self.classes_[k:k + 1].copy()
         Z = self.decision_function(X)
         if self.multi_class_ == "binary":
             return binary_labels(self.classes_, Z)

@@ -45,6 +45,18 @@ def predict_payload(bundle, body: object, max_rows: int) -> dict:
     model."""
     if type(body) is not dict:
         raise invalid(["body"], "the body must be a JSON object with 'instances' or 'rows'")
+    if len(body) == 1:  # the common body, {"rows": [...]}: its checks in a few operations
+        data = body.get("rows")
+        if type(data) is list and data and len(data) <= max_rows and bundle.task != rl.TASK:
+            X = None
+            if len(data) == 1 and type(data[0]) is list:  # one row
+                X = bundle.matrix_from_flat(data[0], 1)
+            if X is None:
+                X = bundle.matrix_from_payload(data, "rows", json_numbers=True)
+            try:
+                return bundle.predict_matrix(X)
+            except DataError as exc:
+                raise invalid(["body", "rows"], f"the model cannot use these values: {exc}") from None
     if not body.keys() <= _PREDICT_FIELDS:
         key = next(k for k in body if k not in _PREDICT_FIELDS)
         raise invalid(["body", key], "unknown field (allowed: instances, rows, return_proba, return_std)")

@@ -205,3 +205,26 @@ def test_binary_linear_classifiers_label_single_rows_as_the_batch(name):
     assert binary_labels(m.classes_, np.array([np.nan]))[0] == m.classes_[0]
     neg, pos = m.classes_
     assert list(binary_labels(m.classes_, np.array([np.nan, 1.0, -1.0]))) == [neg, pos, neg]
+
+
+def test_one_row_predict_equals_the_batch_path_and_checks_the_same():
+    """A single clean row takes predict's one-row path: the same label as the batch path's for every row, and
+    rows with NaN or infinities still refused by the input check."""
+    from core.validation import DataError
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    labels = np.where(y == 1, "benign", "malignant")
+    est = registry.get("logistic_regression")().fit(X, labels)
+    batch = est.predict(X)
+    one = [est.predict(np.ascontiguousarray(X[i:i + 1]))[0] for i in range(len(X))]
+    assert one == batch.tolist()
+    scores = est.decision_function(X)
+    assert all((s > 0) == (lab == est.classes_[1]) for s, lab in zip(scores, one, strict=True))
+    for bad in (np.nan, np.inf, -np.inf):
+        row = X[:1].copy()
+        row[0, 3] = bad
+        with pytest.raises(DataError):
+            est.predict(row)
+    huge = np.full((1, X.shape[1]), 1e300)  # a finite row whose score overflows: predicted as before
+    assert est.predict(huge).tolist() == est.predict(np.vstack([huge, huge]))[:1].tolist()
