@@ -15,6 +15,7 @@ import math
 import os
 import struct
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from .tables import (
 
 _HEADER_BYTES = 128  # .npy header, rewritten with the final row count
 _REMAP_ROWS = 1 << 20  # rows per step when codes are remapped or converted at the end
+_FLUSH_BYTES = 32 << 20  # column bytes appended between background flushes to disk
 
 
 # ----------------------------------------------------------------------------------------------
@@ -55,6 +57,9 @@ class _NpyFile:
         self.path, self.dtype, self.n = path, np.dtype(dtype), 0
         self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
         self._fh.write(_npy_header(self.dtype, 0))
+
+    def flush(self) -> None:
+        self._fh.flush()
 
     def append(self, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values, dtype=self.dtype)
@@ -437,6 +442,22 @@ def _datetimes(name: str, vocab: pa.Array) -> np.ndarray:
         raise invalid(["types", name], f"column {name!r} was declared datetime but {exc}") from None
 
 
+def _flush_to_disk(paths: list[Path]) -> None:
+    """Writes the column files' pages to disk while the upload goes on (a thread of its own, the GIL released), so
+    the fsync that publishes the dataset finds little left to write; files already removed are skipped."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def _load(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
@@ -487,6 +508,9 @@ class Writer:
         self.sinks = [_sink(n, f.type, forced.get(n), staging / f"s{j}.npy", loc, text_missing)
                       for j, (n, f) in enumerate(zip(checked, schema, strict=True))]
         self.is_index = self.index_candidate and pa.types.is_integer(schema.field(0).type)
+        self._dirty = 0  # bytes appended since the last background flush
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flushing: Future | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.commit(self.prepare(batch))
@@ -509,8 +533,23 @@ class Writer:
         for sink, part in zip(self.sinks, parts, strict=True):
             sink.commit(part)
         self.n_rows += n
+        self._dirty += n * 8 * len(self.sinks)
+        if self._dirty >= _FLUSH_BYTES and (self._flushing is None or self._flushing.done()):
+            self._dirty = 0
+            if self._flusher is None:
+                self._flusher = ThreadPoolExecutor(1, thread_name_prefix="orchard-flush")
+            for sink in self.sinks:
+                sink.out.flush()
+            self._flushing = self._flusher.submit(_flush_to_disk, [sink.path for sink in self.sinks])
+
+    def _stop_flushing(self) -> None:
+        """No more background flushes; one under way goes on (publishing fsyncs the files anyway)."""
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=False)
+            self._flusher = None
 
     def finish(self) -> Table:
+        self._stop_flushing()
         sinks, notes = self.sinks, []
         if self.n_rows == 0:
             raise invalid(self.loc, "the table has a header but no data rows")
