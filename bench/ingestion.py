@@ -12,7 +12,9 @@ parser, exported with `git archive` into the temporary directory), and times in 
 - the HTTP upload of the Parquet file to this tree (default threads);
 - the HTTP upload of the CSV to the baseline tree ("today's CSV path" before Arrow); --baseline-rounds of them.
 
-Prints wall-clock medians, the CPU seconds each took (pandas: this process; uploads: the server process, all
+Before the timed rounds: one untimed upload per server (CSV, and Parquet to the default server) and one
+untimed `read_csv`, so no round pays a cold import (pyarrow in a server, pandas' parser here). Prints the load
+average at the start and the end, wall-clock medians, the CPU seconds each took (pandas: this process; uploads: the server process, all
 its threads; CPU time does not depend on how loaded the machine is) and the ratios. Each dataset is deleted
 after its round. Report `uptime` with the figures: the CPUs are shared.
 
@@ -138,6 +140,12 @@ def main() -> None:
                 "upload CSV, baseline": lambda: upload(*srv["baseline"], csv, "text/csv")}
         wall: dict[str, list[float]] = {k: [] for k in runs}
         cpu: dict[str, list[float]] = {k: [] for k in runs}
+        load_start = os.getloadavg()
+        pd.read_csv(csv)  # warm-up, untimed
+        upload(*srv["default"], csv, "text/csv")
+        upload(*srv["default"], parquet, "application/vnd.apache.parquet")
+        upload(*srv["one"], csv, "text/csv")
+        upload(*srv["baseline"], csv, "text/csv")
         loads = [os.getloadavg()[0]]
         for i in range(args.rounds):
             for k, run in runs.items():
@@ -158,6 +166,9 @@ def main() -> None:
                       text=True).stdout.splitlines() if ln.startswith("Model name")), "?")
         print(f"# bench/ingestion.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {model}, {os.cpu_count()} CPUs, "
               f"load average (1 min) {min(loads):.1f}-{max(loads):.1f}")
+        load_end = os.getloadavg()
+        print("load average (1, 5, 15 min) at start: " + ", ".join(f"{x:.2f}" for x in load_start)
+              + "; at end: " + ", ".join(f"{x:.2f}" for x in load_end))
         print(f"CSV {size / 2**20:.1f} MiB ({n_rows} rows x 12 columns), Parquet {parquet.stat().st_size / 2**20:.1f} "
               f"MiB; {args.rounds} interleaved rounds ({args.baseline_rounds} of the baseline), medians")
         for k, v in med.items():

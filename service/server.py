@@ -13,6 +13,10 @@ Requests uvicorn cannot parse get a problem+json 400 with a request id (uvicorn'
   (reading paused because the app has not consumed it, or ``Expect: 100-continue`` not yet answered) does not
   count. When it fires: a 408 problem+json with the request id, and the connection closed.
 
+A large body is read from the socket in steps of ``LARGE_BODY_RECV`` bytes instead of asyncio's 256 KiB once
+``LARGE_BODY_AFTER`` bytes of it have come: a quarter of the event loop's steps per megabyte of upload; small
+requests keep the default (no large buffer per read).
+
 See docs/decisions/slow-clients-and-limits.md.
 """
 
@@ -24,6 +28,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .observability import new_request_id, valid_request_id
 
 BODY_MIN_RATE = 256 * 1024  # bytes per second of grace once the body timeout has passed
+LARGE_BODY_AFTER = 1 << 20  # body bytes after which the socket is read in larger steps
+LARGE_BODY_RECV = 1 << 20  # bytes per socket read then (asyncio's default: 256 KiB)
 
 
 def _raw_problem(status: int, title: str, detail: str, rid: bytes) -> bytes:
@@ -83,6 +89,7 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._received = 0
+        self._large_reads = False
         self._await_headers()
 
     def connection_lost(self, exc) -> None:
@@ -104,11 +111,23 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
+        if self._body_bytes > LARGE_BODY_AFTER and not self._large_reads:
+            self._large_reads = True
+            try:
+                self.transport.max_size = LARGE_BODY_RECV  # asyncio's selector transport reads this many per step
+            except AttributeError:  # another event loop's transport: its own read size
+                pass
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._disarm()
+        self._default_reads()
+
+    def _default_reads(self) -> None:
+        if self._large_reads:
+            self._large_reads = False
+            getattr(self.transport, "__dict__", {}).pop("max_size", None)  # back to the class's default
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -15,6 +15,7 @@ import math
 import os
 import struct
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from .tables import (
 
 _HEADER_BYTES = 128  # .npy header, rewritten with the final row count
 _REMAP_ROWS = 1 << 20  # rows per step when codes are remapped or converted at the end
+_FLUSH_BYTES = 32 << 20  # column bytes appended between background flushes to disk
 
 
 # ----------------------------------------------------------------------------------------------
@@ -55,6 +57,9 @@ class _NpyFile:
         self.path, self.dtype, self.n = path, np.dtype(dtype), 0
         self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
         self._fh.write(_npy_header(self.dtype, 0))
+
+    def flush(self) -> None:
+        self._fh.flush()
 
     def append(self, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values, dtype=self.dtype)
@@ -82,19 +87,32 @@ class _NumericStats:
 
     def add(self, v: np.ndarray) -> tuple[float, float]:
         """Adds a batch; returns its (min, max) over present values (NaN, NaN when none)."""
+        part = self.moments(v)
+        self.merge(part)
+        return part[2], part[3]
+
+    @staticmethod
+    def moments(v: np.ndarray) -> tuple:
+        """A batch's (missing count, present count, min, max, mean, m2): any thread, merged in order by ``merge``."""
         miss = np.isnan(v)
         k = int(np.count_nonzero(miss))
-        self.n_missing += k
         w = v[~miss] if k else v
         if not len(w):
-            return math.nan, math.nan
+            return k, 0, math.nan, math.nan, 0.0, 0.0
         lo, hi = float(w.min()), float(w.max())
         if math.isinf(lo) or math.isinf(hi):  # refused by the sink
-            return lo, hi
+            return k, 0, lo, hi, 0.0, 0.0
         mean = float(w.mean())
         d = w - mean
         m2 = float(np.square(d, out=d).sum())  # not np.dot: BLAS threads would spin for a small vector
-        n, nb = self.n, len(w)
+        return k, len(w), lo, hi, mean, m2
+
+    def merge(self, part: tuple) -> None:
+        k, nb, lo, hi, mean, m2 = part
+        self.n_missing += k
+        if not nb:
+            return
+        n = self.n
         if n == 0:
             self.min, self.max, self.mean, self.m2 = lo, hi, mean, m2
         else:
@@ -117,9 +135,17 @@ class _BooleanStats:
 
     def add(self, v: np.ndarray) -> int:
         """Adds a float64 batch (1, 0, NaN); returns how many of its present values are neither 0 nor 1."""
-        t, f, k = int(np.count_nonzero(v == 1)), int(np.count_nonzero(v == 0)), int(np.count_nonzero(np.isnan(v)))
+        part = self.moments(v)
+        self.merge(part)
+        return len(v) - sum(part)
+
+    @staticmethod
+    def moments(v: np.ndarray) -> tuple[int, int, int]:
+        return int(np.count_nonzero(v == 1)), int(np.count_nonzero(v == 0)), int(np.count_nonzero(np.isnan(v)))
+
+    def merge(self, part: tuple[int, int, int]) -> None:
+        t, f, k = part
         self.true, self.false, self.n_missing = self.true + t, self.false + f, self.n_missing + k
-        return len(v) - t - f - k
 
     def summary(self, labels: list[str] | None = None) -> dict:
         out = {"true": self.true, "false": self.false}
@@ -134,12 +160,19 @@ class _DatetimeStats:
         self.min = self.max = None
 
     def add(self, v: np.ndarray) -> None:
+        self.merge(self.moments(v))
+
+    @staticmethod
+    def moments(v: np.ndarray) -> tuple:
         miss = np.isnat(v)
         k = int(np.count_nonzero(miss))
-        self.n_missing += k
         w = v[~miss] if k else v
-        if len(w):
-            lo, hi = w.min(), w.max()
+        return (k, w.min(), w.max()) if len(w) else (k, None, None)
+
+    def merge(self, part: tuple) -> None:
+        k, lo, hi = part
+        self.n_missing += k
+        if lo is not None:
             self.min = lo if self.min is None else min(self.min, lo)
             self.max = hi if self.max is None else max(self.max, hi)
 
@@ -169,8 +202,14 @@ def _float64(arr: pa.Array) -> np.ndarray:
 
 
 class _Sink:
+    """``prepare`` converts a batch's array and summarises it (any thread, several batches at once, no state
+    touched); ``commit`` appends the result and merges its summary (in order, one thread)."""
+
     def __init__(self, name: str, path: Path, loc):
         self.name, self.path, self.loc = name, path, loc
+
+    def add(self, arr: pa.Array) -> None:
+        self.commit(self.prepare(arr))
 
     def finish(self) -> Column:
         raise NotImplementedError
@@ -184,12 +223,17 @@ class _NumericSink(_Sink):
         self.out = _NpyFile(path, np.float64)
         self.stats = _NumericStats()
 
-    def add(self, arr: pa.Array) -> None:
+    def prepare(self, arr: pa.Array) -> tuple:
         v = _float64(arr)
-        lo, hi = self.stats.add(v)
-        if math.isinf(lo) or math.isinf(hi):
+        part = _NumericStats.moments(v)
+        if math.isinf(part[2]) or math.isinf(part[3]):
             raise invalid([*self.loc, self.name], f"column {self.name!r}: a numeric value is infinite; use a finite "
                           "number or leave it empty")
+        return v, part
+
+    def commit(self, prepared: tuple) -> None:
+        v, part = prepared
+        self.stats.merge(part)
         self.out.append(v)
 
     def finish(self) -> Column:
@@ -205,12 +249,13 @@ class _BooleanSink(_NumericSink):
         super().__init__(name, path, loc)
         self.stats = _BooleanStats()
 
-    def add(self, arr: pa.Array) -> None:
+    def prepare(self, arr: pa.Array) -> tuple:
         v = _float64(arr)
-        if self.stats.add(v) and not pa.types.is_boolean(arr.type):
+        part = _BooleanStats.moments(v)
+        if len(v) - sum(part) and not pa.types.is_boolean(arr.type):
             raise invalid(["types", self.name], f"column {self.name!r} was declared boolean but holds numbers other "
                           "than 0 and 1")
-        self.out.append(v)
+        return v, part
 
 
 class _DatetimeSink(_Sink):
@@ -219,13 +264,17 @@ class _DatetimeSink(_Sink):
         self.out = _NpyFile(path, "datetime64[us]")
         self.stats = _DatetimeStats()
 
-    def add(self, arr: pa.Array) -> None:
+    def prepare(self, arr: pa.Array) -> tuple:
         t = arr.type
         if pa.types.is_timestamp(t) and t.tz is not None:
             arr = pc.cast(arr, pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us"))  # UTC wall time
         v = pc.cast(arr, pa.timestamp("us")).cast(pa.int64()).fill_null(np.iinfo(np.int64).min)  # NaT
         v = v.to_numpy(zero_copy_only=False).view("datetime64[us]")
-        self.stats.add(v)
+        return v, _DatetimeStats.moments(v)
+
+    def commit(self, prepared: tuple) -> None:
+        v, part = prepared
+        self.stats.merge(part)
         self.out.append(v)
 
     def finish(self) -> Column:
@@ -249,7 +298,7 @@ class _TextSink(_Sink):
         self.rows: list[int] = []
         self.counts: list[np.ndarray] = []  # per batch: rows per dictionary entry, then the missing rows
 
-    def add(self, arr: pa.Array) -> None:
+    def prepare(self, arr: pa.Array) -> tuple:
         if not pa.types.is_dictionary(arr.type):
             if not _is_text(arr.type):
                 arr = pc.cast(arr, pa.string())
@@ -262,10 +311,14 @@ class _TextSink(_Sink):
                           "file as UTF-8") from None
         n = len(dictionary)  # the code of a missing value until the end (then -1): the last slot of each table
         codes = pc.cast(arr.indices, pa.int32()).fill_null(n).to_numpy(zero_copy_only=False)
+        return codes, dictionary, np.bincount(codes, minlength=n + 1)
+
+    def commit(self, prepared: tuple) -> None:
+        codes, dictionary, counts = prepared
         self.out.append(codes)
         self.dicts.append(dictionary)
-        self.rows.append(len(arr))
-        self.counts.append(np.bincount(codes, minlength=n + 1))
+        self.rows.append(len(codes))
+        self.counts.append(counts)
 
     def finish(self) -> Column:
         self.out.close()
@@ -389,6 +442,22 @@ def _datetimes(name: str, vocab: pa.Array) -> np.ndarray:
         raise invalid(["types", name], f"column {name!r} was declared datetime but {exc}") from None
 
 
+def _flush_to_disk(paths: list[Path]) -> None:
+    """Writes the column files' pages to disk while the upload goes on (a thread of its own, the GIL released), so
+    the fsync that publishes the dataset finds little left to write; files already removed are skipped."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def _load(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
@@ -439,17 +508,48 @@ class Writer:
         self.sinks = [_sink(n, f.type, forced.get(n), staging / f"s{j}.npy", loc, text_missing)
                       for j, (n, f) in enumerate(zip(checked, schema, strict=True))]
         self.is_index = self.index_candidate and pa.types.is_integer(schema.field(0).type)
+        self._dirty = 0  # bytes appended since the last background flush
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flushing: Future | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
-        if self.is_index:  # a pandas index holds 0..n-1
+        self.commit(self.prepare(batch))
+
+    def prepare(self, batch: pa.RecordBatch) -> tuple:
+        """A batch converted and summarised column by column, ready for ``commit``: thread-safe (the sinks' state
+        is not touched), so the batches of several pieces are prepared at once, where they were parsed; the
+        first defect, in column order, raises here."""
+        index = None
+        if self.index_candidate and pa.types.is_integer(batch.column(0).type):
             first = batch.column(0)
-            self.is_index = not first.null_count and np.array_equal(
-                first.to_numpy(zero_copy_only=False), np.arange(self.n_rows, self.n_rows + len(first)))
-        for sink, arr in zip(self.sinks, batch.columns, strict=True):
-            sink.add(arr)
-        self.n_rows += batch.num_rows
+            index = None if first.null_count else first.to_numpy(zero_copy_only=False)
+        return batch.num_rows, index, [sink.prepare(arr) for sink, arr in zip(self.sinks, batch.columns, strict=True)]
+
+    def commit(self, prepared: tuple) -> None:
+        """Appends a prepared batch; the batches are committed in the order of the table."""
+        n, index, parts = prepared
+        if self.is_index:  # a pandas index holds 0..n-1
+            self.is_index = index is not None and np.array_equal(index, np.arange(self.n_rows, self.n_rows + n))
+        for sink, part in zip(self.sinks, parts, strict=True):
+            sink.commit(part)
+        self.n_rows += n
+        self._dirty += n * 8 * len(self.sinks)
+        if self._dirty >= _FLUSH_BYTES and (self._flushing is None or self._flushing.done()):
+            self._dirty = 0
+            if self._flusher is None:
+                self._flusher = ThreadPoolExecutor(1, thread_name_prefix="orchard-flush")
+            for sink in self.sinks:
+                sink.out.flush()
+            self._flushing = self._flusher.submit(_flush_to_disk, [sink.path for sink in self.sinks])
+
+    def _stop_flushing(self) -> None:
+        """No more background flushes; one under way goes on (publishing fsyncs the files anyway)."""
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=False)
+            self._flusher = None
 
     def finish(self) -> Table:
+        self._stop_flushing()
         sinks, notes = self.sinks, []
         if self.n_rows == 0:
             raise invalid(self.loc, "the table has a header but no data rows")

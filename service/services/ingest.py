@@ -3,7 +3,8 @@
 The request body is appended to a temporary file (``BodySpool``) that the parser follows while it arrives.
 CSV: cut into pieces of ``BLOCK_SIZE`` bytes at line breaks outside quotes; the first piece (with the header)
 settles the column types; the next ones are parsed by ``pyarrow.csv`` with those types, ``pyarrow.cpu_count()``
-pieces at once, while this thread hands the previous ones, in order, to ``column_files.Writer``.  Parquet:
+pieces at once (each converted for storage where it was parsed, ``Writer.prepare``), while this thread appends
+the previous ones, in order (``Writer.commit``).  Parquet:
 ``ParquetFile.iter_batches`` once the body is complete (its footer comes last).  No Python work per cell, and
 memory bounded by a few pieces whatever the file size (docs/decisions/data-ingestion.md).
 
@@ -13,6 +14,7 @@ Imported on first use only (Arrow starts threads; the training workers' forkserv
 from __future__ import annotations
 
 import io
+import math
 import mmap
 import os
 import re
@@ -50,6 +52,7 @@ class BodySpool:
         self.path = str(path)
         self._cond = threading.Condition()
         self.error: BaseException | None = None
+        self._wake = math.inf  # the size at which ``write`` wakes the readers
         self.done = complete
         self.size = os.path.getsize(self.path) if complete else 0
         self._fh = None if complete else open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed by _close
@@ -58,7 +61,9 @@ class BodySpool:
         self._fh.write(chunk)
         with self._cond:
             self.size += len(chunk)
-            self._cond.notify_all()
+            if self.size >= self._wake:  # a reader waits for this many bytes
+                self._wake = math.inf
+                self._cond.notify_all()
 
     def finish(self) -> None:
         self._close(None)
@@ -73,10 +78,14 @@ class BodySpool:
             self.done, self.error = True, exc
             self._cond.notify_all()
 
-    def wait(self, pos: int) -> int:
-        """Bytes available past ``pos`` (0 at the end); raises when the upload failed."""
+    def wait(self, pos: int, want: int = 1) -> int:
+        """Bytes available past ``pos`` once there are ``want`` of them or the body is complete (0 at the end);
+        raises when the upload failed.  ``write`` wakes the readers only once the smallest of their wants is
+        there: a reader waiting for a whole piece is not woken (and handed the GIL) for every chunk."""
+        end = pos + max(want, 1)
         with self._cond:
-            while self.size <= pos and not self.done:
+            while self.size < end and not self.done:
+                self._wake = min(self._wake, end)
                 self._cond.wait()
             if self.error is not None:
                 raise _UploadAborted() from self.error
@@ -179,13 +188,7 @@ def _safe_cut(buf, n: int, start: int = 0) -> int:
 
 def _available(spool: BodySpool, pos: int, want: int) -> int:
     """Bytes of the body past ``pos``, once there are at least ``want`` of them or the body is complete."""
-    n = 0
-    while n < want:
-        k = spool.wait(pos + n)
-        if k <= 0:
-            break
-        n += k
-    return n
+    return max(spool.wait(pos, want), 0)
 
 
 def _pieces(spool: BodySpool, size: int) -> Iterator[tuple[memoryview, bool]]:
@@ -225,6 +228,11 @@ def _read_piece(piece, has_quote: bool, names: list[str] | None, column_types: d
     return pacsv.read_csv(pa.BufferReader(piece), read_options=read, parse_options=parse, convert_options=convert)
 
 
+def _prepared(writer: Writer, piece, has_quote: bool, names: list[str], column_types: dict) -> list:
+    """A piece parsed and its batches converted and summarised (``Writer.prepare``), in a worker thread."""
+    return [writer.prepare(b) for b in _read_piece(piece, has_quote, names, column_types).to_batches()]
+
+
 def _workers() -> int:
     return max(1, pa.cpu_count()) if USE_THREADS else 1
 
@@ -234,8 +242,8 @@ def ingest_csv(spool: BodySpool, staging: Path, forced_types: Mapping[str, str] 
     """Parse the CSV in ``spool`` (while it arrives) into column files in ``staging``; 422 on any defect.
 
     The body is cut into pieces of ``BLOCK_SIZE`` bytes at line breaks outside quotes; the first piece (with
-    the header) settles the column types, the next ones are parsed with those types on ``pyarrow.cpu_count()``
-    threads while this thread converts and writes the previous ones, in order.  A piece that does not fit a
+    the header) settles the column types, the next ones are parsed and converted with those types on
+    ``pyarrow.cpu_count()`` threads while this thread appends the previous ones, in order.  A piece that does not fit a
     type (a decimal after integers, text after numbers) stops the read, and the body is read again with a
     wider type for that column.  A header wider than ``max_columns`` is a 422 before anything is parsed.
     """
@@ -271,13 +279,13 @@ def _ingest_csv_once(spool, staging, forced, column_types, names_out: list, max_
         pending: deque = deque()
         try:
             for piece, has_quote in pieces:
-                pending.append(pool.submit(_read_piece, piece, has_quote, names, types))
+                pending.append(pool.submit(_prepared, writer, piece, has_quote, names, types))
                 while len(pending) > workers:
-                    for batch in pending.popleft().result().to_batches():
-                        writer.add(batch)
+                    for prepared in pending.popleft().result():
+                        writer.commit(prepared)
             while pending:
-                for batch in pending.popleft().result().to_batches():
-                    writer.add(batch)
+                for prepared in pending.popleft().result():
+                    writer.commit(prepared)
         finally:
             for f in pending:
                 f.cancel()
