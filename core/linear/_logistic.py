@@ -342,7 +342,7 @@ class LogisticModel(Classifier):
         return Z - logsumexp(Z, axis=1, keepdims=True)
 
     def predict(self, X):
-        if self.multi_class_ == "binary" and is_one_clean_row(self, X, "coef_"):
+        if getattr(self, "multi_class_", None) == "binary" and is_one_clean_row(self, X, "coef_"):
             # one row (the service's single-row predict): linear_scores' product, its sum with the intercept in
             # Python floats (the same IEEE addition as NumPy's) and binary_labels' choice, without the
             # finiteness pass over X: a finite product means a finite row

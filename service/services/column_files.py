@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from core.preprocessing.table import to_datetime64
 
 from ..errors import invalid
+from ..storage.files import sync_path
 from .tables import (
     FALSE_TOKENS,
     ISO_DATETIME,
@@ -446,16 +447,7 @@ def _flush_to_disk(paths: list[Path]) -> None:
     """Writes the column files' pages to disk while the upload goes on (a thread of its own, the GIL released), so
     the fsync that publishes the dataset finds little left to write; files already removed are skipped."""
     for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            os.fdatasync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        sync_path(path, data_only=True, best_effort=True)
 
 
 def _load(path: Path) -> np.ndarray:

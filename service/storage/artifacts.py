@@ -27,6 +27,8 @@ from typing import Any
 import joblib
 import numpy as np
 
+from .files import sync_path
+
 
 class _ViewReader(io.RawIOBase):
     """A read-only, seekable file over a memoryview (``io.BytesIO`` would copy a view it is given)."""
@@ -84,25 +86,8 @@ class ArtifactError(Exception):
     """An artifact is missing, unsigned, tampered with or unreadable."""
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    sync_path(path, best_effort=True)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -284,10 +269,10 @@ class ArtifactStore:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(min(len(files), 8), thread_name_prefix="orchard-fsync") as pool:
-                list(pool.map(_fsync_file, files))
+                list(pool.map(sync_path, files))
         else:
             for p in files:
-                _fsync_file(p)
+                sync_path(p)
         size = sum(p.stat().st_size for p in files)
         raw = json.dumps(schema).encode()
         with open(staging / "schema.json", "wb") as fh:

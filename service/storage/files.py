@@ -34,10 +34,20 @@ def private_data_dir(path: Path) -> None:
         os.chmod(path, 0o700)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def sync_path(path: Path, *, data_only: bool = False, best_effort: bool = False) -> None:
+    """fsync (or fdatasync) a file or directory by path; `best_effort` skips what cannot be opened or synced
+    (a file removed meanwhile, a file system without directory fsync)."""
     try:
-        os.fsync(fd)
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if best_effort:
+            return
+        raise
+    try:
+        (os.fdatasync if data_only else os.fsync)(fd)
+    except OSError:
+        if not best_effort:
+            raise
     finally:
         os.close(fd)
 
@@ -79,7 +89,7 @@ def load_or_create_secret(data_dir: Path) -> bytes:
             except FileExistsError:
                 pass
             else:
-                _fsync_dir(data_dir)
+                sync_path(data_dir)
         finally:
             os.unlink(tmp)
     return _read_key(path)
