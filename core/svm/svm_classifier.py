@@ -6,7 +6,7 @@ Dual ([Passerini §11.3, eq. 11.14]; [Colombo §6.4])::
     s.t.   0 <= a_i <= C_i = C * class_weight[y_i] * sample_weight_i,   sum_i a_i y_i = 0
 
 solved by SMO with the second-order working-set selection of Fan et al. (2005)
-(core.svm.smo).  Decision function f(x) = sum_i a_i y_i k(x_i, x) + b with
+(core.svm._smo).  Decision function f(x) = sum_i a_i y_i k(x_i, x) + b with
 b = -rho, rho the mean of y_t G_t over free support vectors (the numerically stable
 average of [Passerini §11]; [Colombo §6.1-6.3] erratum: k(x_n, x_m) inside the sum).
 A hard margin is a large C ([Passerini §11]).
@@ -39,10 +39,10 @@ from ..validation import (
     check_sample_weight,
     check_X_y,
 )
+from ._smo import KernelRows, solve_smo, solve_smo_batch
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
 from .pegasos import pegasos, pegasos_multi
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
-from .smo import KernelRows, solve_smo, solve_smo_batch
 
 __all__ = ["SVMClassifier"]
 

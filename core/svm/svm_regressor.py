@@ -6,7 +6,7 @@ Dual with 2n variables a = [a+, a-] (LIBSVM, Chang & Lin 2011 §2.3)::
     s.t. sum_i (a+_i - a-_i) = 0,   0 <= a+_i, a-_i <= C_i = C * sample_weight_i
 
 which is the generic SMO problem with y = [+1.., -1..], p = [eps - z, eps + z]
-(core.svm.smo; kernel rows of the n samples are tiled).  Prediction
+(core.svm._smo; kernel rows of the n samples are tiled).  Prediction
 f(x) = sum_i (a+_i - a-_i) k(x_i, x) - rho.
 """
 
@@ -24,8 +24,8 @@ from ..validation import (
     check_sample_weight,
     check_X_y,
 )
+from ._smo import KernelRows, solve_smo
 from .common import kernel_params, make_kernel
-from .smo import KernelRows, solve_smo
 
 __all__ = ["SVMRegressor"]
 

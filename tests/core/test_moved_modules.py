@@ -59,8 +59,22 @@ def test_new_name_maps_only_the_moved_modules():
     assert new_name("core.kernel") == "core.kernel_methods"
     assert new_name("core.kernel.gaussian_process_regressor") == "core.kernel_methods.gaussian_process_regressor"
     assert new_name("core.neural.mlp_engine") == "core.neural._mlp_engine"
+    assert new_name("core.svm.smo") == "core.svm._smo"
     assert new_name("core.kernels") is None and new_name("core.kernel_methods") is None
     assert new_name("core.kernelx") is None
+    assert new_name("core.svm.smox") is None and new_name("core.svm") is None
+
+
+def test_old_engine_module_paths_import_as_the_private_engines():
+    import importlib
+
+    from core.svm import _smo
+
+    assert importlib.import_module("core.svm.smo") is _smo
+    assert importlib.import_module("core.neural.mlp_engine") is _mlp_engine
+    from core.svm.smo import SMOResult, solve_smo  # the form a pickle's find_class resolves
+
+    assert solve_smo is _smo.solve_smo and SMOResult is _smo.SMOResult
 
 
 def test_bundles_of_the_old_module_layout_load_and_predict_the_same(tmp_path):

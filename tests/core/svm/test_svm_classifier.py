@@ -13,7 +13,7 @@ from core.context import FitCancelled, FitContext
 from core.kernels import build_kernel
 from core.model_selection import StratifiedKFold
 from core.params import ParamError
-from core.svm.smo import KernelRows, solve_smo, solve_smo_batch
+from core.svm._smo import KernelRows, solve_smo, solve_smo_batch
 from core.svm.svm_classifier import SVMClassifier
 from core.validation import NotFittedError
 
