@@ -39,6 +39,7 @@ __all__ = [
     "TASKS",
     "clone",
     "encode_labels",
+    "encode_targets",
 ]
 
 TASKS = ("classification", "regression", "clustering", "decomposition", "density", "reinforcement")
@@ -186,19 +187,24 @@ def encode_labels(y) -> tuple[np.ndarray, np.ndarray]:
     return classes, codes.astype(np.intp).reshape(-1)
 
 
+def encode_targets(y, *, min_classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """A classifier's target as :func:`encode_labels`; raises ``DataError`` below ``min_classes`` classes."""
+    classes, codes = encode_labels(y)
+    if len(classes) < min_classes:
+        raise DataError(
+            f"y has {len(classes)} class(es) ({', '.join(map(str, classes[:3]))}); "
+            f"a classifier needs at least {min_classes}"
+        )
+    return classes, codes
+
+
 class Classifier(Estimator):
     """Supervised classification: ``classes_`` holds the original labels."""
 
     task = "classification"
 
     def _encode_targets(self, y, *, min_classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
-        classes, codes = encode_labels(y)
-        if len(classes) < min_classes:
-            raise DataError(
-                f"y has {len(classes)} class(es) ({', '.join(map(str, classes[:3]))}); "
-                f"a classifier needs at least {min_classes}"
-            )
-        return classes, codes
+        return encode_targets(y, min_classes=min_classes)
 
     def predict(self, X):
         proba = self.predict_proba(X)

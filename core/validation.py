@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 _SMALL = 256  # arrays up to this size are checked for finiteness by one Python sum (see check_array)
-_F64 = np.dtype(np.float64)  # the native float64 dtype: a singleton, so `arr.dtype is _F64` is an exact test
+F64 = np.dtype(np.float64)  # the native float64 dtype: a singleton, so `arr.dtype is F64` is an exact test
 _MISSING = object()
 
 __all__ = [
@@ -177,7 +177,7 @@ def is_one_clean_row(est, X, attribute: str) -> bool:
     what ``check_predict_input`` accepts at once, but for finiteness, which the caller then answers itself (a
     linear score is finite only if every value of the row is: NaN and infinities propagate through the products).
     Anything else goes through ``check_predict_input``."""
-    return (type(X) is np.ndarray and X.dtype is _F64 and X.ndim == 2 and X.shape[0] == 1
+    return (type(X) is np.ndarray and X.dtype is F64 and X.ndim == 2 and X.shape[0] == 1
             and X.shape[1] == getattr(est, "n_features_in_", -1) and X.flags.c_contiguous
             and getattr(est, attribute, _MISSING) is not _MISSING)
 
@@ -192,7 +192,7 @@ def check_predict_input(est, X, attribute: str, *, allow_nan: bool = False) -> n
     """
     if getattr(est, attribute, _MISSING) is _MISSING:
         check_is_fitted(est, [attribute])  # raises NotFittedError with its message
-    if (type(X) is np.ndarray and X.dtype is _F64 and X.ndim == 2 and X.size <= _SMALL and X.size
+    if (type(X) is np.ndarray and X.dtype is F64 and X.ndim == 2 and X.size <= _SMALL and X.size
             and X.flags.c_contiguous and X.shape[1] == getattr(est, "n_features_in_", -1)
             and math.isfinite(sum(map(sum, X.tolist())))):  # row sums of the nested list: no raveled copy
         return X

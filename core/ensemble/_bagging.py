@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import registry
 from ..context import NULL_CONTEXT
-from ..params import Any_, Bool, Int, OneOf, ParamError, Seed
+from ..params import Any_, Bool, Int, OneOf, ParamError, Seed, validate_params
 from ..random import check_random_state, spawn_seeds
 from ..tree._base import Fraction
 from ..tree._binning import resolve_categorical
@@ -60,8 +60,7 @@ def build_base(spec, task: str, *, need_sample_weight: bool = False, param: str 
     if not isinstance(params, dict):
         raise ParamError(param, "params must be an object")
     try:
-        est = cls(**params)
-        est._validated_params()
+        validate_params(cls.params, cls(**params).get_params())
     except TypeError as exc:
         raise ParamError(param, str(exc)) from None
     except ParamError as exc:

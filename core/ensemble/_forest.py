@@ -200,7 +200,7 @@ class BaseForest:
     def fit(self, X, y=None, *, sample_weight=None, categorical_features=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
-        X = group_rare(self, X, is_cat, p)
+        X, self._category_maps = group_rare(X, is_cat, p)
         target = self._validate_y_class_weight(y, X.shape[0], sample_weight, p)
         trees, counts = fit_forest(X, target.y, target.w, is_cat, p, regression=self._regression,
                                    n_classes=target.n_classes, ctx=ctx, y_raw=target.y_raw,
@@ -225,7 +225,8 @@ class BaseForest:
         return self
 
     def _checked_X(self, X) -> np.ndarray:
-        return regroup(self, check_predict_input(self, X, "trees_", allow_nan=True))
+        return regroup(check_predict_input(self, X, "trees_", allow_nan=True),
+                       getattr(self, "_category_maps", None))
 
     def _forest_values(self, X) -> np.ndarray:
         """(n, V) average over the trees of their (class distribution or mean) values."""

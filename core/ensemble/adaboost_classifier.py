@@ -22,7 +22,7 @@ import numpy as np
 from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..memory import forest_fit
-from ..params import Any_, Choice, Float, Int, Seed
+from ..params import Any_, Choice, Float, Int, Seed, validate_params
 from ..random import check_random_state, spawn_seeds
 from ..registry import register
 from ..tree._base import use_hist
@@ -82,7 +82,7 @@ class AdaBoostClassifier(Classifier):
         members, alphas, errors = [], [], []
         if cls is DecisionTreeClassifier:
             # bin X once for every round (the trees only see new sample weights)
-            tp = cls(**bparams)._validated_params()
+            tp = validate_params(cls.params, cls(**bparams).get_params())
             kw["_binned"] = bin_features(X, is_cat, hist=use_hist(tp, X.shape[0]), max_bins=tp["max_bins"],
                                          rng=check_random_state(0))
         for m in range(M):

@@ -32,7 +32,7 @@ class RandomForestClassifier(BaseForest, Classifier):
     reports_progress = True
 
     def _validate_y_class_weight(self, y, n_samples, sample_weight, p) -> FitTarget:
-        return classifier_target(self, y, n_samples, sample_weight, p["class_weight"])
+        return classifier_target(y, n_samples, sample_weight, p["class_weight"])
 
     def _oob_score_and_attributes(self, table, X, y, counts) -> dict:
         """Accuracy of the out-of-bag soft vote."""

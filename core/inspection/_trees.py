@@ -216,7 +216,7 @@ def _from_core_trees(trees, est) -> TreeArrays:
 
 
 def _from_hist_gbm(est) -> TreeArrays:
-    ens = est._ensemble
+    ens = est.ensemble_
     N = len(ens.feature)
     K = ens.n_outputs
     internal = ens.is_internal
@@ -247,6 +247,6 @@ def _from_hist_gbm(est) -> TreeArrays:
     return TreeArrays(
         feature=feature, kind=kind, threshold=threshold, child_ptr=child_ptr, children=children,
         miss_frac=miss_frac, cat_row=cat_row, cat_pos=cat_pos, value=value, roots=ens.roots.astype(np.intp),
-        offset=np.asarray(est._baseline, dtype=float).ravel(), output="raw" if hasattr(est, "classes_") else
+        offset=np.asarray(est.baseline_, dtype=float).ravel(), output="raw" if hasattr(est, "classes_") else
         "prediction", n_features=int(est.n_features_in_),
     )

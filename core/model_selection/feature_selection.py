@@ -16,7 +16,7 @@ from ..params import ParamError
 from ..random import check_random_state
 from ..validation import DataError
 from .scoring import check_scoring
-from .validation import FixedSplits, _as_X, _is_classifier, check_cv, cross_validate
+from .validation import FixedSplits, as_array, check_cv, cross_validate, is_classifier
 
 __all__ = ["sequential_feature_selection"]
 
@@ -54,7 +54,7 @@ def sequential_feature_selection(
     """
     if direction not in ("forward", "backward"):
         raise ParamError("direction", "must be 'forward' or 'backward'")
-    X = _as_X(X)
+    X = as_array(X)
     if X.ndim != 2 or X.shape[1] < 1:
         raise DataError("X must be 2-dimensional with at least one feature")
     M = X.shape[1]
@@ -74,7 +74,7 @@ def sequential_feature_selection(
             cv,
             X,
             y,
-            classifier=_is_classifier(estimator),
+            classifier=is_classifier(estimator),
             stratify=stratify,
             shuffle=shuffle,
             random_state=random_state,

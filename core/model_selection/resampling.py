@@ -17,7 +17,7 @@ from ..random import check_random_state
 from ..validation import DataError, column_or_1d
 from .scoring import check_scoring
 from .split import bootstrap_indices, train_test_split_indices
-from .validation import _as_X, _is_classifier
+from .validation import as_array, is_classifier
 
 __all__ = ["bootstrap_estimate", "bias_variance_decomposition"]
 
@@ -46,7 +46,7 @@ def bootstrap_estimate(
         raise ParamError("n_bootstrap", "must be at least 2")
     if not 0 < confidence < 1:
         raise ParamError("confidence", "must be in (0, 1)")
-    X = _as_X(X)
+    X = as_array(X)
     y = column_or_1d(y)
     n = X.shape[0]
     if n != y.shape[0]:
@@ -125,11 +125,11 @@ def bias_variance_decomposition(
     R = int(n_rounds)
     if R < 2:
         raise ParamError("n_rounds", "must be at least 2")
-    X = _as_X(X)
+    X = as_array(X)
     y = column_or_1d(y)
     rng = check_random_state(random_state)
     if X_test is None:
-        strat = y if _is_classifier(estimator) else None
+        strat = y if is_classifier(estimator) else None
         tr, te = train_test_split_indices(
             X.shape[0], test_size, stratify=strat, random_state=int(rng.integers(0, 2**31 - 1))
         )
@@ -138,10 +138,10 @@ def bias_variance_decomposition(
         if y_test is None:
             raise DataError("y_test is required with X_test")
         X_train, y_train = X, y
-        X_test = _as_X(X_test)
+        X_test = as_array(X_test)
         y_test = column_or_1d(y_test)
     n = X_train.shape[0]
-    classification = _is_classifier(estimator)
+    classification = is_classifier(estimator)
     preds = []
     for r in range(R):
         idx, _ = bootstrap_indices(n, rng)

@@ -28,7 +28,7 @@ from ..params import ParamError
 from ..random import check_random_state
 from ..validation import DataError
 from .scoring import check_scoring
-from .validation import FixedSplits, _as_X, _is_classifier, check_cv, cross_validate
+from .validation import FixedSplits, as_array, check_cv, cross_validate, is_classifier
 
 __all__ = ["grid_search", "random_search", "GridSearch", "RandomSearch", "expand_grid", "sample_space"]
 
@@ -147,7 +147,7 @@ def _run_search(
     ctx: FitContext,
     kind: str,
 ) -> dict:
-    X = _as_X(X)
+    X = as_array(X)
     scorers = check_scoring(estimator, scoring)
     primary = scorers[0]
     candidates = [_validate_candidate(estimator, c) for c in candidates]
@@ -160,7 +160,7 @@ def _run_search(
             cv,
             X,
             y,
-            classifier=_is_classifier(estimator),
+            classifier=is_classifier(estimator),
             stratify=stratify,
             shuffle=shuffle,
             random_state=random_state,

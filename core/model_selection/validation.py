@@ -29,6 +29,8 @@ __all__ = [
     "compare_estimators",
     "learning_curve",
     "summarize_scores",
+    "is_classifier",
+    "as_array",
 ]
 
 
@@ -43,7 +45,8 @@ class FixedSplits:
         yield from self.folds
 
 
-def _is_classifier(est) -> bool:
+def is_classifier(est) -> bool:
+    """Whether ``est`` is a classifier (its ``task``), which decides stratified folds and the default scorer."""
     return getattr(est, "task", "") == "classification"
 
 
@@ -97,7 +100,8 @@ def summarize_scores(values) -> dict:
     return {"mean": mean, "std": std, "sem": sem}
 
 
-def _as_X(X):
+def as_array(X):
+    """``X`` as a NumPy array, without copying one (the search and resampling helpers index it by fold)."""
     return X if isinstance(X, np.ndarray) else np.asarray(X)
 
 
@@ -129,13 +133,13 @@ def cross_validate(
     (ddof=1), "sem": {name}}`` (+ ``"train_scores"``, ``"train_mean"`` and
     ``"estimators"`` when asked).
     """
-    X = _as_X(X)
+    X = as_array(X)
     scorers = check_scoring(estimator, scoring)
     folds = check_cv(
         cv,
         X,
         y,
-        classifier=_is_classifier(estimator),
+        classifier=is_classifier(estimator),
         stratify=stratify,
         shuffle=shuffle,
         random_state=random_state,
@@ -266,7 +270,7 @@ def compare_estimators(
     Returns ``{"metric", "greater_is_better", "a": {"scores", "mean", "std"},
     "b": {...}, "test": paired_ttest(...)}``.
     """
-    X = _as_X(X)
+    X = as_array(X)
     scorer: Scorer = check_scoring(est_a, metric)[0]
     check_scoring(est_b, scorer.name)
     if random_state is None and shuffle:
@@ -275,7 +279,7 @@ def compare_estimators(
         cv,
         X,
         y,
-        classifier=_is_classifier(est_a),
+        classifier=is_classifier(est_a),
         stratify=stratify,
         shuffle=shuffle,
         random_state=random_state,
@@ -328,14 +332,14 @@ def learning_curve(
     Returns ``{"metric", "greater_is_better", "train_sizes", "train_scores", "test_scores"
     (lists per size, per fold), "train_mean", "train_std", "test_mean", "test_std"}``.
     """
-    X = _as_X(X)
+    X = as_array(X)
     scorer = check_scoring(estimator, scoring)[0]
     y_arr = column_or_1d(y)
     folds = check_cv(
         cv,
         X,
         y_arr,
-        classifier=_is_classifier(estimator),
+        classifier=is_classifier(estimator),
         stratify=stratify,
         shuffle=shuffle,
         random_state=random_state,

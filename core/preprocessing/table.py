@@ -29,7 +29,7 @@ from itertools import repeat
 
 import numpy as np
 
-from ..validation import _F64, DataError, NotFittedError
+from ..validation import F64, DataError, NotFittedError
 
 __all__ = ["TablePreprocessor", "FEATURE_TYPES", "to_datetime64", "DATETIME_PARTS"]
 
@@ -429,7 +429,7 @@ class TablePreprocessor:
             raise DataError("transform_matrix needs all-numeric features; use transform")
         if A.ndim != 2 or A.shape[1] != len(self._num_names):
             raise DataError(f"expected a matrix with {len(self._num_names)} columns, got shape {A.shape}")
-        if copy or A.dtype is not _F64 or not A.flags.c_contiguous:
+        if copy or A.dtype is not F64 or not A.flags.c_contiguous:
             X = np.array(A, dtype=np.float64, order="C")  # a copy: the caller's array is never modified
         else:
             X = A

@@ -21,11 +21,12 @@ from ..params import Choice, Int
 from ..registry import register
 from . import _mdp as M
 from . import _specs
-from .mdp_value_iteration import _MDPSolver, example_table
+from ._base import MDPSolver
+from .mdp_value_iteration import example_table
 
 
 @register
-class MDPPolicyIteration(_MDPSolver):
+class MDPPolicyIteration(MDPSolver):
     name = "mdp_policy_iteration"
     summary = "Policy iteration on a finite MDP: exact (linear solve) or iterative policy evaluation."
     params = {

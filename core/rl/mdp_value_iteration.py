@@ -18,56 +18,11 @@ from ..context import NULL_CONTEXT
 from ..registry import register
 from . import _mdp as M
 from . import _specs
-from ._base import TabularAgent
-
-
-class _MDPSolver(TabularAgent):
-    reports_progress = True
-
-    def _fit_mdp(self, X, p):
-        cols = M.as_columns(X)
-        mdp = M.build_mdp(cols, p, terminal_states=p["terminal_states"])
-        M.check_gamma(p["gamma"], p["horizon"], bool(mdp.terminal.any()))
-        return mdp
-
-    def validate_input(self, X) -> None:
-        """Every check of ``fit`` that needs no solving (DataError / ParamError naming the column or param)."""
-        self._fit_mdp(X, self._validated_params())
-
-    def _backward_induction(self, mdp: M.MDP, gamma: float, T: int, ctx):
-        S = mdp.n_states
-        V = np.zeros(S)
-        values = np.zeros((T + 1, S))
-        policies = np.zeros((T, S), dtype=np.intp)
-        Q0 = None
-        for k, t in enumerate(range(T - 1, -1, -1)):
-            Q = mdp.q_values(V, gamma)
-            policies[t] = M.greedy(Q, mdp.avail)
-            V = M.state_values(Q, mdp.avail)
-            values[t] = V
-            Q0 = Q
-            ctx.step(k + 1, T)
-        return Q0, values, policies
-
-    def _horizon_residual(self, mdp, gamma):
-        steps = getattr(self, "values_by_step_", None)
-        if steps is None:
-            return float("nan")
-        si, _ = M.align(mdp, self.states_.tolist(), self.actions_.tolist())
-        known = si >= 0
-        worst = 0.0
-        for t in range(len(steps) - 1):
-            Vn = np.zeros(mdp.n_states)
-            Vn[si[known]] = steps[t + 1][known]
-            Vt = np.zeros(mdp.n_states)
-            Vt[si[known]] = steps[t][known]
-            TV = M.state_values(mdp.q_values(Vn, gamma), mdp.avail)
-            worst = max(worst, float(np.max(np.abs(TV - Vt)[~mdp.terminal], initial=0.0)))
-        return worst
+from ._base import MDPSolver
 
 
 @register
-class MDPValueIteration(_MDPSolver):
+class MDPValueIteration(MDPSolver):
     name = "mdp_value_iteration"
     summary = "Value iteration on a finite MDP from a transition table; optimal values and greedy policy."
     params = {

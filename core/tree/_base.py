@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..base import encode_targets
 from ..context import NULL_CONTEXT
 from ..model_selection.split import train_test_split_indices
 from ..params import Choice, DictOf, Float, Int, OneOf, ParamError, Seed
@@ -166,16 +167,16 @@ def prepare_X(X, categorical_features, *, name="X"):
     return X, is_cat
 
 
-def group_rare(est, X, is_cat, p, max_categories=None):
-    """Fit-time category grouping (``min_category_count``); the groups are kept on ``est``."""
+def group_rare(X, is_cat, p, max_categories=None):
+    """Fit-time category grouping (``min_category_count``): ``(X grouped, the groups or None)``; the
+    estimator keeps the groups for :func:`regroup`."""
     X, maps = group_categories(X, is_cat, p.get("min_category_count", 1), max_categories)
-    est._category_maps = maps or None
-    return X
+    return X, maps or None
 
 
-def regroup(est, X):
-    """Predict-time: the fitted category groups applied to a checked ``X``."""
-    return apply_category_groups(X, getattr(est, "_category_maps", None))
+def regroup(X, category_maps):
+    """Predict-time: the fitted category groups (None: none) applied to a checked ``X``."""
+    return apply_category_groups(X, category_maps)
 
 
 def fit_one_tree(X, y, w, is_cat, p, *, regression: bool, n_classes: int, rng, y_raw=None,
@@ -222,11 +223,11 @@ class FitTarget:
         self.attrs = attrs or {}
 
 
-def classifier_target(est, y, n_samples: int, sample_weight, class_weight) -> FitTarget:
+def classifier_target(y, n_samples: int, sample_weight, class_weight) -> FitTarget:
     """Labels encoded as class codes; ``class_weight`` applied to the weights (``balanced_subsample``:
     per bootstrap sample, as a function of the in-bag codes and counts)."""
     y = check_target(y, n_samples)
-    classes, codes = est._encode_targets(y)
+    classes, codes = encode_targets(y)
     K = len(classes)
     w = check_sample_weight(sample_weight, n_samples)
     cw_fn = None
@@ -260,7 +261,7 @@ class BaseDecisionTree:
         """Fit; ``_binned`` (private) reuses the binning of the same X across boosting rounds."""
         p = self._validated_params()
         X, is_cat = prepare_X(X, categorical_features)
-        X = group_rare(self, X, is_cat, p)
+        X, self._category_maps = group_rare(X, is_cat, p)
         target = self._validate_y_class_weight(y, X.shape[0], sample_weight, p)
         rng = check_random_state(p["random_state"])
         tree = fit_one_tree(X, target.y, target.w, is_cat, p, regression=self._regression,
@@ -282,12 +283,12 @@ class BaseDecisionTree:
 
     def _tree_values(self, X) -> np.ndarray:
         """(n, V) leaf values (class distribution or mean; mixed over branches for missing values)."""
-        X = regroup(self, check_predict_input(self, X, "tree_", allow_nan=True))
+        X = regroup(check_predict_input(self, X, "tree_", allow_nan=True), getattr(self, "_category_maps", None))
         return self._table.mean_value(X)
 
     def apply(self, X):
         """Leaf index of each sample (rows without missing values)."""
-        X = regroup(self, check_predict_input(self, X, "tree_"))
+        X = regroup(check_predict_input(self, X, "tree_"), getattr(self, "_category_maps", None))
         return self._table.leaves(X)[:, 0]
 
     def get_depth(self) -> int:

@@ -32,7 +32,7 @@ class DecisionTreeClassifier(BaseDecisionTree, Classifier):
     native_categorical = True
 
     def _validate_y_class_weight(self, y, n_samples, sample_weight, p) -> FitTarget:
-        return classifier_target(self, y, n_samples, sample_weight, p["class_weight"])
+        return classifier_target(y, n_samples, sample_weight, p["class_weight"])
 
     def predict_proba(self, X):
         return self._tree_values(X)

@@ -90,6 +90,17 @@ class HistGradientBoostingMixin:
     fit_memory = boosting_fit()  # peak memory model (core/memory.py)
     uses_hist_workers = True  # the service sets n_jobs (when a request leaves it null) from ORCHARD_HIST_WORKERS
 
+    # read-only views of the fitted state, which bundles pickle under its private names
+    @property
+    def ensemble_(self) -> TreeEnsemble:
+        """The fitted trees (their node arrays; tree inspection reads them)."""
+        return self._ensemble
+
+    @property
+    def baseline_(self) -> np.ndarray:
+        """The raw prediction before any tree, ``F_0``: one value per output."""
+        return self._baseline
+
     def _fit_boosting(self, X, y, stratify, sample_weight, ctx, p, loss, categorical_features=None):
         """Fit; returns the fitted state as a dict (assigned by the caller at the end)."""
         n, n_features = X.shape
