@@ -118,23 +118,6 @@ class Estimator:
         estimate: FitMemory = cls.fit_memory(int(n_samples), int(n_features), params, int(n_outputs))
         return int(estimate.bytes)
 
-    # -- examples for the common tests ---------------------------------------------
-    @classmethod
-    def _example_data(cls, rng: np.random.Generator):
-        """Small (X, y) this estimator can fit; the common tests use it.
-
-        The default depends on ``task``; families whose input is special
-        (counts, discrete codes, transition tables) override it.
-        """
-        n = 60
-        X = rng.normal(size=(n, 4))
-        if cls.task == "classification":
-            y = np.array(["a", "b", "c"])[(X[:, 0] + 0.5 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1)]
-            return X, y
-        if cls.task == "regression":
-            return X, X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1 * rng.normal(size=n)
-        return X, None
-
     # -- pickling ------------------------------------------------------------------
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -256,4 +239,3 @@ class Reinforcement(Estimator):
     """Sequential decisions: fit from a transition table or logged transitions."""
 
     task = "reinforcement"
-

@@ -51,11 +51,6 @@ class BernoulliDensity(Density):
     supports_sample_weight = True
     native_missing = True
 
-    @classmethod
-    def _example_data(cls, rng):
-        X = (rng.random((60, 4)) < np.array([0.2, 0.5, 0.7, 0.4])).astype(float)
-        return X, None
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X = check_array(X, allow_nan=True)

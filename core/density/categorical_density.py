@@ -45,13 +45,6 @@ class CategoricalDensity(Density):
     native_missing = True
     native_categorical = True
 
-    @classmethod
-    def _example_data(cls, rng):
-        X = np.column_stack(
-            [rng.integers(0, 3, 60), rng.choice(4, 60, p=[0.1, 0.2, 0.3, 0.4]), rng.integers(0, 2, 60)]
-        )
-        return X.astype(float), None
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT, categorical_features=None):
         p = self._validated_params()
         X = check_array(X, allow_nan=True)

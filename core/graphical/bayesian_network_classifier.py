@@ -90,17 +90,6 @@ class BayesianNetworkClassifier(Classifier):
     reports_progress = True
     supports_sample_weight = True
 
-    @classmethod
-    def _example_data(cls, rng):
-        n = 80
-        X = rng.normal(size=(n, 3))
-        y = np.array(["a", "b", "c"])[(X[:, 0] + 0.5 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1)]
-        cat = (X[:, 1] > 0).astype(float) + (X[:, 2] > 0.5)
-        X = np.column_stack([X, cat])
-        X[rng.random(n) < 0.1, 0] = np.nan
-        X[rng.random(n) < 0.1, 3] = np.nan
-        return X, y
-
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT, categorical_features=None):
         p = self._validated_params()

@@ -111,9 +111,3 @@ class PoissonRegression(Regressor):
     def predict(self, X):
         X = check_predict_input(self, X, "coef_")
         return np.exp(np.minimum(X @ self.coef_ + self.intercept_, _ETA_MAX))
-
-    @classmethod
-    def _example_data(cls, rng):
-        X = rng.normal(size=(60, 4))
-        y = rng.poisson(np.exp(0.3 * X[:, 0] - 0.2 * X[:, 1] + 0.5)).astype(float)
-        return X, y

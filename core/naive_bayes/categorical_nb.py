@@ -104,12 +104,6 @@ class CategoricalNB(NaiveBayes):
     native_missing = True
     native_categorical = True
 
-    @classmethod
-    def _example_data(cls, rng):
-        y = rng.integers(0, 3, size=80)
-        X = np.column_stack([(y + rng.integers(0, 2, size=80)) % 4, rng.integers(0, 3, size=80), y % 2])
-        return X.astype(float), np.array(["a", "b", "c"])[y]
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT, categorical_features=None):
         p = self._validated_params()
         X, y = check_X_y(X, y, allow_nan=True)

@@ -27,13 +27,6 @@ class MultinomialNB(NaiveBayes):
     params = dict(DISCRETE_PARAMS)
     supports_sample_weight = True
 
-    @classmethod
-    def _example_data(cls, rng):
-        y = rng.integers(0, 3, size=60)
-        lam = np.array([[4, 1, 1, 2], [1, 4, 1, 2], [1, 1, 4, 2]], dtype=float)
-        X = rng.poisson(lam[y]).astype(float)
-        return X, np.array(["a", "b", "c"])[y]
-
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
         p = self._validated_params()
         X, y = check_X_y(X, y)

@@ -69,25 +69,3 @@ class TDControl(TabularAgent):
         self._set_fitted(states, actions, Q_as, avail.T, terminal, visits_=N.astype(np.int64),
                          n_updates_=int(n_updates))
         return self
-
-    @classmethod
-    def _example_data(cls, rng):
-        return example_log(rng), None
-
-
-def example_log(rng, n_episodes: int = 12) -> np.ndarray:
-    """Logged episodes of a 5-state random walk (Sutton & Barto, Example 6.2) with random actions."""
-    rows = []
-    for e in range(n_episodes):
-        s = 3
-        while True:
-            a = "left" if rng.random() < 0.5 else "right"
-            s2 = s - 1 if a == "left" else s + 1
-            done = s2 in (0, 6)
-            rows.append((f"s{s}", a, 1.0 if s2 == 6 else 0.0, f"s{s2}", done, e))
-            if done:
-                break
-            s = s2
-    dtype = [("state", "U4"), ("action", "U8"), ("reward", "f8"), ("next_state", "U4"), ("done", "?"),
-             ("episode", "i8")]
-    return np.array(rows, dtype=dtype)

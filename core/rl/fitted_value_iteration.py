@@ -165,20 +165,3 @@ class FittedValueIteration(Reinforcement):
         err = r + p["gamma"] * np.where(done, 0.0, vn) - q
         return {"bellman_residual": float(np.sqrt(np.mean(err**2))), "mean_reward": float(r.mean()),
                 "n_transitions": int(len(r))}
-
-    @classmethod
-    def _example_data(cls, rng):
-        return example_continuous(rng), None
-
-def example_continuous(rng, n: int = 200) -> np.ndarray:
-    """A 1-d corridor: x' = x + 0.1 a + noise (a in {-1, +1}); reward 1 and done when x' >= 1."""
-    x = rng.uniform(-1, 1, size=n)
-    act = rng.choice([-1, 1], size=n)
-    xn = x + 0.1 * act + 0.01 * rng.normal(size=n)
-    done = xn >= 1.0
-    out = np.empty(n, dtype=[("x_0", "f8"), ("action", "U8"), ("reward", "f8"), ("x_next_0", "f8"),
-                             ("done", "?")])
-    out["x_0"], out["x_next_0"], out["done"] = x, xn, done
-    out["action"] = np.where(act > 0, "right", "left")
-    out["reward"] = done.astype(float)
-    return out

@@ -212,17 +212,3 @@ class LQR(Reinforcement):
                 if Xs.shape[1] == self.n_states_:
                     out["mean_cost_to_go"] = float(np.mean(self.predict_value(Xs)))
         return out
-
-    @classmethod
-    def _example_data(cls, rng):
-        n = 40
-        A = np.array([[1.0, 0.1], [0.0, 1.0]])
-        B = np.array([[0.0], [0.1]])
-        Xs = rng.normal(size=(n, 2))
-        U = rng.normal(size=(n, 1))
-        Xn = Xs @ A.T + U @ B.T + 0.01 * rng.normal(size=(n, 2))
-        dtype = [("x_0", "f8"), ("x_1", "f8"), ("u_0", "f8"), ("x_next_0", "f8"), ("x_next_1", "f8")]
-        out = np.empty(n, dtype=dtype)
-        out["x_0"], out["x_1"], out["u_0"] = Xs[:, 0], Xs[:, 1], U[:, 0]
-        out["x_next_0"], out["x_next_1"] = Xn[:, 0], Xn[:, 1]
-        return out, None

@@ -22,7 +22,6 @@ from ..registry import register
 from . import _mdp as M
 from . import _specs
 from ._base import MDPSolver
-from .mdp_value_iteration import example_table
 
 
 @register
@@ -85,7 +84,3 @@ class MDPPolicyIteration(MDPSolver):
         self._set_fitted(mdp.states, mdp.actions, Q, mdp.avail, mdp.terminal, V=np.where(has, V, 0.0),
                          policy=policy, n_iter_=it, converged_=converged)
         return self
-
-    @classmethod
-    def _example_data(cls, rng):
-        return example_table(rng), None

@@ -71,24 +71,3 @@ class MDPValueIteration(MDPSolver):
             extra = {"n_iter_": it, "converged_": converged}
         self._set_fitted(mdp.states, mdp.actions, Q, mdp.avail, mdp.terminal, **extra)
         return self
-
-    @classmethod
-    def _example_data(cls, rng):
-        return example_table(rng), None
-
-
-def example_table(rng, n_states: int = 6, n_actions: int = 2, terminal: bool = True) -> np.ndarray:
-    """A small random MDP as a structured array (string states, one terminal state): the common tests' data."""
-    rows = []
-    for s in range(n_states - (1 if terminal else 0)):
-        for a in range(n_actions):
-            nxt = rng.choice(n_states, size=2, replace=False)
-            pr = rng.dirichlet([1.0, 1.0])
-            for j in range(2):
-                rows.append((f"s{s}", f"a{a}", f"s{nxt[j]}", pr[j], float(rng.normal())))
-    if terminal:
-        rows.append((f"s{n_states - 1}", "a0", f"s{n_states - 1}", 1.0, 0.0))
-    dtype = [("state", "U8"), ("action", "U8"), ("next_state", "U8"), ("probability", "f8"),
-             ("reward", "f8"), ("terminal", "?")]
-    out = np.array([(*r, r[0] == f"s{n_states - 1}" and terminal) for r in rows], dtype=dtype)
-    return out

@@ -29,7 +29,6 @@ from . import _mdp as M
 from . import _specs
 from . import _td as T
 from ._base import TabularAgent
-from ._control import example_log
 
 
 @register
@@ -271,7 +270,3 @@ class TDLearning(TabularAgent):
         err = r + p["gamma"] * np.where(done, 0.0, vn) - v
         return {"bellman_residual": float(np.sqrt(np.mean(err**2))) if len(err) else 0.0,
                 "mean_reward": float(r.mean()) if len(r) else 0.0, "n_transitions": int(len(r))}
-
-    @classmethod
-    def _example_data(cls, rng):
-        return example_log(rng), None

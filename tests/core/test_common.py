@@ -14,7 +14,7 @@ from core.base import TASKS
 from core.context import FitCancelled, FitContext
 from core.params import ParamError, params_json_schema
 from core.validation import DataError, NotFittedError
-from tests.core.example_params import example_params
+from tests.core.example_params import example_data, example_params
 
 NAMES = registry.names()
 
@@ -37,8 +37,7 @@ def _make(name, **extra):
 
 
 def _data(name, seed=0):
-    cls = registry.get(name)
-    return cls._example_data(np.random.default_rng(seed))
+    return example_data(name, np.random.default_rng(seed))
 
 
 def _fit(est, X, y):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from core import registry
-from tests.core.example_params import example_params
+from tests.core.example_params import example_data, example_params
 from tests.service.conftest import train
 
 NAMES = registry.names()
@@ -13,7 +13,7 @@ EXTRA_PARAMS = {"quadratic_discriminant_analysis": {"reg_param": 0.1}}
 
 
 def _table(cls):
-    X, y = cls._example_data(np.random.default_rng(0))
+    X, y = example_data(cls.name, np.random.default_rng(0))
     if getattr(X, "dtype", None) is not None and X.dtype.names:  # a table (reinforcement): columns as they are
         cols = list(X.dtype.names)
         rows = [[v.item() if isinstance(v, np.generic) else v for v in r] for r in X.tolist()]

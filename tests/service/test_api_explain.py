@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from core import registry
-from tests.core.example_params import example_params
+from tests.core.example_params import example_data, example_params
 from tests.service.conftest import train, wait_job
 
 SUPERVISED = [n for n in registry.names() if registry.get(n).task in ("classification", "regression")]
@@ -77,7 +77,7 @@ def test_explain_is_additive_over_original_features(client, algorithm, target, m
 
 
 def _example_table(cls, n=None):
-    X, y = cls._example_data(np.random.default_rng(0))
+    X, y = example_data(cls.name, np.random.default_rng(0))
     X = np.asarray(X, dtype=float)[:, :4]
     cols = [f"f{j}" for j in range(X.shape[1])] + ["target"]
     rows = [[None if np.isnan(v) else float(v) for v in x] + [t] for x, t in zip(X, np.asarray(y).tolist(),

@@ -6,13 +6,14 @@ from scipy.linalg import solve_discrete_are
 
 from core.context import FitCancelled, FitContext
 from core.params import ParamError
-from core.rl.fitted_value_iteration import FittedValueIteration, example_continuous
+from core.rl.fitted_value_iteration import FittedValueIteration
 from core.rl.lqr import LQR
 from core.rl.mdp_value_iteration import MDPValueIteration
 from core.rl.q_learning import QLearning
 from core.rl.sarsa import Sarsa
 from core.rl.td_learning import TDLearning
 from core.validation import DataError
+from tests.core.example_params import example_continuous, example_data
 from tests.core.rl._envs import cliff_walking, random_mdp, random_walk
 
 
@@ -184,7 +185,7 @@ def test_lqr_infinite_horizon_matches_solve_discrete_are(seed):
 
 
 def test_lqr_from_logged_data_by_least_squares():
-    X, _ = LQR._example_data(np.random.default_rng(0))
+    X, _ = example_data("lqr", np.random.default_rng(0))
     m = LQR().fit(X)
     np.testing.assert_allclose(m.A_, [[1.0, 0.1], [0.0, 1.0]], atol=0.02)
     np.testing.assert_allclose(m.B_, [[0.0], [0.1]], atol=0.02)
