@@ -316,7 +316,20 @@ def random_search(
 
 
 class _SearchBase:
-    """Object form of the search functions: ``fit(X, y)`` then ``best_params_``, ``best_estimator_``..."""
+    """Object form of the search functions: ``fit(X, y)`` then ``best_params_``, ``best_estimator_``...
+
+    A subclass names its search function (``_search``) and the constructor arguments it passes on (``_options``).
+    """
+
+    _options = ("cv", "scoring", "refit", "stratify", "shuffle", "random_state")
+
+    @staticmethod
+    def _search(estimator, X, y, space, **kwargs) -> dict:
+        raise NotImplementedError
+
+    def fit(self, X, y, *, fit_params=None, ctx: FitContext = NULL_CONTEXT):
+        options = {name: getattr(self, name) for name in self._options}
+        return self._finish(self._search(self.estimator, X, y, self.space, fit_params=fit_params, ctx=ctx, **options))
 
     def _finish(self, res: dict):
         self.result_ = res
@@ -334,6 +347,8 @@ class _SearchBase:
 
 
 class GridSearch(_SearchBase):
+    _search = staticmethod(grid_search)
+
     def __init__(
         self,
         estimator,
@@ -349,26 +364,11 @@ class GridSearch(_SearchBase):
         self.estimator, self.space, self.cv, self.scoring = estimator, space, cv, scoring
         self.refit, self.stratify, self.shuffle, self.random_state = refit, stratify, shuffle, random_state
 
-    def fit(self, X, y, *, fit_params=None, ctx: FitContext = NULL_CONTEXT):
-        return self._finish(
-            grid_search(
-                self.estimator,
-                X,
-                y,
-                self.space,
-                cv=self.cv,
-                scoring=self.scoring,
-                refit=self.refit,
-                stratify=self.stratify,
-                shuffle=self.shuffle,
-                random_state=self.random_state,
-                fit_params=fit_params,
-                ctx=ctx,
-            )
-        )
-
 
 class RandomSearch(_SearchBase):
+    _options = ("n_iter",) + _SearchBase._options
+    _search = staticmethod(random_search)
+
     def __init__(
         self,
         estimator,
@@ -384,22 +384,3 @@ class RandomSearch(_SearchBase):
     ):
         self.estimator, self.space, self.n_iter, self.cv, self.scoring = estimator, space, n_iter, cv, scoring
         self.refit, self.stratify, self.shuffle, self.random_state = refit, stratify, shuffle, random_state
-
-    def fit(self, X, y, *, fit_params=None, ctx: FitContext = NULL_CONTEXT):
-        return self._finish(
-            random_search(
-                self.estimator,
-                X,
-                y,
-                self.space,
-                n_iter=self.n_iter,
-                cv=self.cv,
-                scoring=self.scoring,
-                refit=self.refit,
-                stratify=self.stratify,
-                shuffle=self.shuffle,
-                random_state=self.random_state,
-                fit_params=fit_params,
-                ctx=ctx,
-            )
-        )
