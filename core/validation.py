@@ -21,6 +21,7 @@ __all__ = [
     "check_X_y",
     "check_target",
     "check_sample_weight",
+    "check_categorical_features",
     "check_is_fitted",
     "check_n_features",
     "check_predict_input",
@@ -144,6 +145,31 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     if w.sum() <= 0:
         raise DataError("sample_weight must not be all zero")
     return w
+
+
+def check_categorical_features(categorical_features, n_features: int, *, default: bool = False) -> np.ndarray:
+    """Boolean mask of the categorical columns from a mask or a list of column indices.
+
+    ``None`` marks every column ``default`` (no column categorical unless an estimator treats all as such).
+    """
+    if categorical_features is None:
+        return np.full(n_features, default)
+    cf = np.asarray(categorical_features)
+    mask = np.zeros(n_features, dtype=bool)
+    if cf.size == 0:
+        return mask
+    if cf.dtype == bool:
+        if cf.shape != (n_features,):
+            raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({n_features},)")
+        return cf.copy()
+    try:
+        idx = cf.astype(np.intp).ravel()
+    except (TypeError, ValueError):
+        raise DataError("categorical_features must be a boolean mask or a list of column indices") from None
+    if ((idx < 0) | (idx >= n_features)).any():
+        raise DataError(f"categorical_features indices must lie in [0, {n_features})")
+    mask[idx] = True
+    return mask
 
 
 def _fitted_attrs(est) -> list[str]:

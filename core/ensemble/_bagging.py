@@ -17,8 +17,7 @@ from ..context import NULL_CONTEXT
 from ..params import Any_, Bool, Int, OneOf, ParamError, Seed, validate_params
 from ..random import check_random_state, spawn_seeds
 from ..tree._base import Fraction
-from ..tree._binning import resolve_categorical
-from ..validation import DataError, check_predict_input, check_sample_weight
+from ..validation import DataError, check_categorical_features, check_predict_input, check_sample_weight
 
 __all__ = ["BaseBagging", "bagging_params", "build_base", "draw_bags"]
 
@@ -148,7 +147,7 @@ class BaseBagging:
         p = self._validated_params()
         cls, bparams = build_base(p["estimator"], self.task)
         X, y_fit, attrs = self._validate_X_y(X, y, cls)
-        is_cat = resolve_categorical(categorical_features, X.shape[1])
+        is_cat = check_categorical_features(categorical_features, X.shape[1])
         w = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
         if w is not None and not cls.supports_sample_weight:
             raise DataError(f"the base estimator {cls.name!r} does not accept sample_weight")

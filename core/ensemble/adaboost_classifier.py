@@ -26,11 +26,12 @@ from ..params import Any_, Choice, Float, Int, Seed, validate_params
 from ..random import check_random_state, spawn_seeds
 from ..registry import register
 from ..tree._base import use_hist
-from ..tree._binning import bin_features, resolve_categorical
+from ..tree._binning import bin_features
 from ..tree.decision_tree_classifier import DecisionTreeClassifier
 from ..validation import (
     DataError,
     check_array,
+    check_categorical_features,
     check_predict_input,
     check_sample_weight,
     check_target,
@@ -69,7 +70,7 @@ class AdaBoostClassifier(Classifier):
         cls, bparams = build_base(spec, "classification", need_sample_weight=True)
         X = check_array(X, allow_nan=cls.native_missing)
         y = check_target(y, X.shape[0])
-        is_cat = resolve_categorical(categorical_features, X.shape[1])
+        is_cat = check_categorical_features(categorical_features, X.shape[1])
         kw = {"categorical_features": is_cat} if (cls.native_categorical and is_cat.any()) else {}
         classes, codes = self._encode_targets(y)
         K = len(classes)

@@ -31,6 +31,7 @@ from ..params import Choice, Float, Int, ListOf, OneOf, ParamError
 from ..registry import register
 from ..validation import (
     DataError,
+    check_categorical_features,
     check_predict_input,
     check_sample_weight,
     check_X_y,
@@ -172,17 +173,7 @@ class BayesianNetworkClassifier(Classifier):
                 ):
                     mask[j] = True
             return mask
-        cf = np.asarray(categorical_features)
-        if cf.dtype == bool:
-            if cf.shape != (d,):
-                raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({d},)")
-            return cf.copy()
-        mask = np.zeros(d, dtype=bool)
-        idx = cf.astype(np.intp).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= d):
-            raise DataError(f"categorical_features indices must be in 0..{d - 1}")
-        mask[idx] = True
-        return mask
+        return check_categorical_features(categorical_features, d)
 
     @staticmethod
     def _parse_edges(spec, d):

@@ -14,7 +14,7 @@ import numpy as np
 from ..context import NULL_CONTEXT, FitContext
 from ..params import ParamError
 from ..random import check_random_state
-from ..validation import DataError
+from ..validation import DataError, check_categorical_features
 from .scoring import check_scoring
 from .validation import FixedSplits, as_array, check_cv, cross_validate, is_classifier
 
@@ -167,12 +167,5 @@ def _subset_fit_params(fit_params: dict | None, cols: list[int], M: int) -> dict
     """Remap ``categorical_features`` (bool mask or column indices) to the selected columns."""
     if not fit_params or fit_params.get("categorical_features") is None:
         return fit_params
-    cf = np.asarray(fit_params["categorical_features"])
-    if cf.dtype == bool:
-        if cf.shape != (M,):
-            raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({M},)")
-        mask = cf
-    else:
-        mask = np.zeros(M, dtype=bool)
-        mask[cf.astype(np.intp)] = True
+    mask = check_categorical_features(fit_params["categorical_features"], M)
     return {**fit_params, "categorical_features": mask[cols]}

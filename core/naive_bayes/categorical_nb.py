@@ -7,29 +7,9 @@ import numpy as np
 from ..context import NULL_CONTEXT
 from ..params import Float, Int
 from ..registry import register
-from ..validation import DataError, check_sample_weight, check_X_y
+from ..validation import DataError, check_categorical_features, check_sample_weight, check_X_y
 from ._base import DISCRETE_PARAMS, NaiveBayes, class_log_prior, one_hot
 from .gaussian_nb import gaussian_class_stats, gaussian_log_likelihood
-
-
-def categorical_mask(categorical_features, n_features: int) -> np.ndarray:
-    """Boolean mask from ``None`` (all columns), a boolean mask or a list of column indices."""
-    if categorical_features is None:
-        return np.ones(n_features, dtype=bool)
-    cf = np.asarray(categorical_features)
-    if cf.dtype == bool:
-        if cf.shape != (n_features,):
-            raise DataError(f"categorical_features mask has {cf.size} entries, X has {n_features} columns")
-        return cf.copy()
-    mask = np.zeros(n_features, dtype=bool)
-    try:
-        idx = cf.astype(np.intp).ravel()
-    except (TypeError, ValueError):
-        raise DataError("categorical_features must be a boolean mask or a list of column indices") from None
-    if ((idx < 0) | (idx >= n_features)).any():
-        raise DataError(f"categorical_features indices must lie in [0, {n_features})")
-    mask[idx] = True
-    return mask
 
 
 def check_codes(C: np.ndarray, what: str = "categorical features") -> None:
@@ -107,7 +87,7 @@ class CategoricalNB(NaiveBayes):
     def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT, categorical_features=None):
         p = self._validated_params()
         X, y = check_X_y(X, y, allow_nan=True)
-        mask = categorical_mask(categorical_features, X.shape[1])
+        mask = check_categorical_features(categorical_features, X.shape[1], default=True)
         C = X[:, mask]
         check_codes(C)
         w = check_sample_weight(sample_weight, X.shape[0])

@@ -26,6 +26,7 @@ from ..random import check_random_state
 from ..validation import (
     DataError,
     check_array,
+    check_categorical_features,
     check_predict_input,
     check_sample_weight,
     check_target,
@@ -35,7 +36,6 @@ from ._binning import (
     apply_category_groups,
     bin_features,
     group_categories,
-    resolve_categorical,
 )
 from ._grower import grow_tree
 from ._predictor import NodeTable
@@ -163,7 +163,7 @@ def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) ->
 
 def prepare_X(X, categorical_features, *, name="X"):
     X = check_array(X, allow_nan=True, name=name)
-    is_cat = resolve_categorical(categorical_features, X.shape[1])
+    is_cat = check_categorical_features(categorical_features, X.shape[1])
     return X, is_cat
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..validation import DataError
 
-__all__ = ["Binned", "bin_features", "resolve_categorical", "AUTO_HIST_MIN_SAMPLES"]
+__all__ = ["Binned", "bin_features", "AUTO_HIST_MIN_SAMPLES"]
 
 # splitter="auto" switches to the binned route above this many training rows
 AUTO_HIST_MIN_SAMPLES = 5000
@@ -43,30 +43,6 @@ class Binned:
     def take(self, rows) -> Binned:
         return Binned(self.codes[rows], self.n_bins, self.bin_lo, self.bin_hi, self.is_cat,
                       self.missing_code, self.has_missing)
-
-
-def resolve_categorical(categorical_features, n_features: int) -> np.ndarray:
-    """Boolean mask from a mask or a list of column indices (``None``: no categorical column)."""
-    mask = np.zeros(n_features, dtype=bool)
-    if categorical_features is None:
-        return mask
-    cf = np.asarray(categorical_features)
-    if cf.size == 0:
-        return mask
-    if cf.dtype == bool:
-        if cf.shape != (n_features,):
-            raise DataError(
-                f"categorical_features mask has shape {cf.shape}, expected ({n_features},)"
-            )
-        return cf.copy()
-    try:
-        idx = cf.astype(np.intp).ravel()
-    except (TypeError, ValueError):
-        raise DataError("categorical_features must be a boolean mask or a list of column indices") from None
-    if (idx < 0).any() or (idx >= n_features).any():
-        raise DataError(f"categorical_features indices must be in [0, {n_features})")
-    mask[idx] = True
-    return mask
 
 
 def bin_features(X: np.ndarray, is_cat: np.ndarray, *, hist: bool, max_bins: int,

@@ -79,3 +79,44 @@ def test_check_predict_input_short_path_keeps_every_check(n):
     assert ints.dtype == np.float64
     with pytest.raises(DataError, match="0 samples"):
         check_predict_input(est, np.ones((0, n)), "coef_")
+
+
+def test_categorical_features_from_a_mask_indices_or_none():
+    from core.validation import check_categorical_features
+
+    assert check_categorical_features(None, 3).tolist() == [False, False, False]
+    assert check_categorical_features(None, 3, default=True).tolist() == [True, True, True]
+    assert check_categorical_features([], 3).tolist() == [False, False, False]
+    assert check_categorical_features([2, 0], 3).tolist() == [True, False, True]
+    mask = np.array([False, True, False])
+    out = check_categorical_features(mask, 3)
+    assert out.tolist() == [False, True, False] and out is not mask
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.array([True, False]), "mask has shape"),
+        ([0, 3], r"indices must lie in \[0, 3\)"),
+        ([-1], r"indices must lie in \[0, 3\)"),
+        (["a"], "boolean mask or a list of column indices"),
+    ],
+)
+def test_categorical_features_refused_with_a_sentence(bad, message):
+    from core.validation import check_categorical_features
+
+    with pytest.raises(DataError, match=message):
+        check_categorical_features(bad, 3)
+
+
+@pytest.mark.parametrize(
+    "name", ["decision_tree_classifier", "gradient_boosting_classifier", "categorical_nb",
+             "bayesian_network_classifier", "bagging_classifier", "adaboost_classifier"],
+)
+def test_every_native_categorical_estimator_refuses_an_out_of_range_index(name):
+    from core.registry import get
+
+    X = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0]] * 3)
+    y = np.array([0, 1, 0, 1] * 3)
+    with pytest.raises(DataError, match="categorical_features"):
+        get(name)().fit(X, y, categorical_features=[5])

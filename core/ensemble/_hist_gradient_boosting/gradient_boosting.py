@@ -22,7 +22,7 @@ from ...params import Bool, Choice, Float, Int, OneOf, ParamError, Seed
 from ...random import check_random_state
 from ...tree._base import MIN_CATEGORY_COUNT
 from ...tree._binning import apply_category_groups, group_categories
-from ...validation import DataError, check_predict_input, check_sample_weight
+from ...validation import check_categorical_features, check_predict_input, check_sample_weight
 from .binning import BinMapper
 from .grower import TreeGrower
 from .histogram import HistogramBuilder, max_workers
@@ -61,25 +61,6 @@ COMMON_PARAMS = {
 }
 
 
-def _categorical_mask(categorical_features, n_features):
-    if categorical_features is None:
-        return None
-    cf = np.asarray(categorical_features)
-    if cf.dtype == bool:
-        if cf.shape != (n_features,):
-            raise DataError(f"categorical_features mask has shape {cf.shape}, expected ({n_features},)")
-        return cf.copy()
-    mask = np.zeros(n_features, dtype=bool)
-    try:
-        idx = cf.astype(np.intp).ravel()
-    except (TypeError, ValueError):
-        raise DataError("categorical_features must be a boolean mask or a list of column indices") from None
-    if idx.size and (idx.min() < 0 or idx.max() >= n_features):
-        raise DataError(f"categorical_features index out of range for {n_features} features")
-    mask[idx] = True
-    return mask
-
-
 class HistGradientBoostingMixin:
     """Fit loop and raw prediction; subclasses choose the loss and the output map."""
 
@@ -106,7 +87,8 @@ class HistGradientBoostingMixin:
         n, n_features = X.shape
         rng = check_random_state(p["random_state"])
         w_all = None if sample_weight is None else check_sample_weight(sample_weight, n)
-        cat = _categorical_mask(categorical_features, n_features)
+        # None stays None (the bin mapper reads it as "no categorical column")
+        cat = None if categorical_features is None else check_categorical_features(categorical_features, n_features)
         X, category_maps = group_categories(X, cat, p.get("min_category_count", 1), p["max_bins"])
         early = p["early_stopping"]
         if early == "auto":
