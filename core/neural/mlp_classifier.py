@@ -11,11 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import Classifier
-from ..context import NULL_CONTEXT
-from ..memory import mlp_fit
 from ..registry import register
-from ..validation import check_predict_input, check_sample_weight, check_X_y
-from ._mlp_engine import common_params, fit_network, set_fitted
+from ..validation import check_predict_input
+from ._mlp_base import BaseMLP
 
 
 def _accuracy(net, X, codes):
@@ -25,7 +23,7 @@ def _accuracy(net, X, codes):
 
 
 @register
-class MLPClassifier(Classifier):
+class MLPClassifier(BaseMLP, Classifier):
     """Feed-forward neural network classifier trained by mini-batch back-propagation.
 
     Two classes: one logistic output unit, P(y=classes_[1]|x) = sigmoid(z), binary cross-entropy.
@@ -35,30 +33,17 @@ class MLPClassifier(Classifier):
     """
 
     name = "mlp_classifier"
-    fit_memory = mlp_fit()  # peak memory model (core/memory.py)
     summary = "Multi-layer perceptron classifier (softmax/sigmoid output, cross-entropy, SGD/Adam/...)"
-    params = common_params()
-    supports_sample_weight = True
-    reports_progress = True
-    needs_scaling = True
+    _score = staticmethod(_accuracy)
 
-    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
-        p = self._validated_params()
-        X, y = check_X_y(X, y)
+    def _targets(self, y):
         classes, codes = self._encode_targets(y)
-        sw = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
         k = len(classes)
         if k == 2:
-            Y = codes.astype(np.float64)[:, None]
-            output = "sigmoid"
-        else:
-            Y = np.zeros((X.shape[0], k))
-            Y[np.arange(X.shape[0]), codes] = 1.0
-            output = "softmax"
-        net, info = fit_network(p, X, Y, sw, output=output, ctx=ctx, codes=codes, score_fn=_accuracy)
-        self.classes_ = classes
-        set_fitted(self, net, info, X.shape[1])
-        return self
+            return codes.astype(np.float64)[:, None], "sigmoid", {"codes": codes}, {"classes_": classes}
+        Y = np.zeros((y.shape[0], k))
+        Y[np.arange(y.shape[0]), codes] = 1.0
+        return Y, "softmax", {"codes": codes}, {"classes_": classes}
 
     def predict_proba(self, X):
         X = check_predict_input(self, X, "net_")

@@ -9,11 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import Regressor
-from ..context import NULL_CONTEXT
-from ..memory import mlp_fit
 from ..registry import register
-from ..validation import check_predict_input, check_sample_weight, check_X_y
-from ._mlp_engine import common_params, fit_network, set_fitted
+from ..validation import check_predict_input
+from ._mlp_base import BaseMLP
 
 
 def _r2(net, X, y):
@@ -24,7 +22,7 @@ def _r2(net, X, y):
 
 
 @register
-class MLPRegressor(Regressor):
+class MLPRegressor(BaseMLP, Regressor):
     """Feed-forward neural network regressor: identity output, loss mean ½(f(x) - y)² (+ penalties).
 
     The target is used as given (like scikit-learn); standardise it yourself for large scales.
@@ -32,21 +30,12 @@ class MLPRegressor(Regressor):
     """
 
     name = "mlp_regressor"
-    fit_memory = mlp_fit()  # peak memory model (core/memory.py)
     summary = "Multi-layer perceptron regressor (identity output, squared error, SGD/Adam/...)"
-    params = common_params()
-    supports_sample_weight = True
-    reports_progress = True
-    needs_scaling = True
+    numeric_target = True
+    _score = staticmethod(_r2)
 
-    def fit(self, X, y=None, *, sample_weight=None, ctx=NULL_CONTEXT):
-        p = self._validated_params()
-        X, y = check_X_y(X, y, y_numeric=True)
-        sw = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
-        Y = y.astype(np.float64)[:, None]
-        net, info = fit_network(p, X, Y, sw, output="identity", ctx=ctx, score_fn=_r2)
-        set_fitted(self, net, info, X.shape[1])
-        return self
+    def _targets(self, y):
+        return y.astype(np.float64)[:, None], "identity", {}, {}
 
     def predict(self, X):
         X = check_predict_input(self, X, "net_")
