@@ -13,10 +13,9 @@ import numpy as np
 
 from ..context import NULL_CONTEXT, FitContext
 from ..params import ParamError
-from ..random import check_random_state
 from ..validation import DataError, check_categorical_features
 from .scoring import check_scoring
-from .validation import FixedSplits, as_array, check_cv, cross_validate, is_classifier
+from .validation import as_array, cross_validate, shared_folds
 
 __all__ = ["sequential_feature_selection"]
 
@@ -67,19 +66,7 @@ def sequential_feature_selection(
         raise DataError(f"feature_names has {len(names)} entries but X has {M} columns")
     scorer = check_scoring(estimator, scoring)[0]
     sign = scorer.sign()
-    if random_state is None and shuffle:
-        random_state = int(check_random_state(None).integers(0, 2**31 - 1))
-    folds = FixedSplits(
-        check_cv(
-            cv,
-            X,
-            y,
-            classifier=is_classifier(estimator),
-            stratify=stratify,
-            shuffle=shuffle,
-            random_state=random_state,
-        )
-    )
+    folds = shared_folds(cv, X, y, estimator, stratify=stratify, shuffle=shuffle, random_state=random_state)
 
     def cv_score(cols: list[int], sub_ctx: FitContext) -> float:
         cols = sorted(cols)

@@ -28,7 +28,7 @@ from ..params import ParamError
 from ..random import check_random_state
 from ..validation import DataError
 from .scoring import check_scoring
-from .validation import FixedSplits, as_array, check_cv, cross_validate, is_classifier
+from .validation import as_array, cross_validate, shared_folds
 
 __all__ = ["grid_search", "random_search", "GridSearch", "RandomSearch", "expand_grid", "sample_space"]
 
@@ -153,19 +153,7 @@ def _run_search(
     candidates = [_validate_candidate(estimator, c) for c in candidates]
     if not candidates:
         raise ParamError("space", "no candidate to evaluate")
-    if random_state is None and shuffle:
-        random_state = int(check_random_state(None).integers(0, 2**31 - 1))
-    folds = FixedSplits(
-        check_cv(
-            cv,
-            X,
-            y,
-            classifier=is_classifier(estimator),
-            stratify=stratify,
-            shuffle=shuffle,
-            random_state=random_state,
-        )
-    )
+    folds = shared_folds(cv, X, y, estimator, stratify=stratify, shuffle=shuffle, random_state=random_state)
     T = len(candidates)
     search_share = T / (T + 1) if refit else 1.0
     trials = []

@@ -76,6 +76,20 @@ def check_cv(
     raise ParamError("cv", f"expected an int, a splitter with split(X, y) or a list of folds, got {cv!r}")
 
 
+def shared_folds(cv, X, y, estimator, *, stratify: bool, shuffle: bool, random_state) -> FixedSplits:
+    """The folds every candidate (or both sides of a comparison) is scored on, drawn once.
+
+    Shuffling without ``random_state`` draws one seed here, so all candidates still see the same splits.
+    """
+    if random_state is None and shuffle:
+        random_state = int(check_random_state(None).integers(0, 2**31 - 1))
+    return FixedSplits(
+        check_cv(
+            cv, X, y, classifier=is_classifier(estimator), stratify=stratify, shuffle=shuffle, random_state=random_state
+        )
+    )
+
+
 def _fold_fit_params(fit_params: dict | None, train: np.ndarray, n: int) -> dict:
     if not fit_params:
         return {}
@@ -273,24 +287,14 @@ def compare_estimators(
     X = as_array(X)
     scorer: Scorer = check_scoring(est_a, metric)[0]
     check_scoring(est_b, scorer.name)
-    if random_state is None and shuffle:
-        random_state = int(check_random_state(None).integers(0, 2**31 - 1))
-    folds = check_cv(
-        cv,
-        X,
-        y,
-        classifier=is_classifier(est_a),
-        stratify=stratify,
-        shuffle=shuffle,
-        random_state=random_state,
-    )
+    folds = shared_folds(cv, X, y, est_a, stratify=stratify, shuffle=shuffle, random_state=random_state)
     res = []
     for j, est in enumerate((est_a, est_b)):
         r = cross_validate(
             est,
             X,
             y,
-            cv=FixedSplits(folds),
+            cv=folds,
             scoring=[scorer.name],
             fit_params=fit_params,
             ctx=ctx.child(j / 2, (j + 1) / 2),
@@ -302,7 +306,7 @@ def compare_estimators(
     return {
         "metric": scorer.name,
         "greater_is_better": scorer.greater_is_better,
-        "n_splits": len(folds),
+        "n_splits": folds.n_splits,
         "a": res[0],
         "b": res[1],
         "test": test,
