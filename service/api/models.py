@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import Conflict, NotFound
@@ -23,8 +23,8 @@ from ..schemas.models import (
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
 from ..services.model_evaluation import evaluate_request
-from .common import Page, errors, raw_json_body
-from .deps import JobRT, PredictRT, ReadRT, TrainRT
+from .common import Page, errors
+from .deps import JobRT, JSONBody, PredictRT, ReadRT, TrainRT
 from .jobs import job_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -78,7 +78,7 @@ def delete_model(model_id: str, r: TrainRT):
              operation_id="predict", responses=errors(404, 409, 413, 415, 422),
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}})
-async def predict(request: Request, model_id: str, r: PredictRT):
+async def predict(model_id: str, r: PredictRT, body: JSONBody):
     """Predict with a ready model from named ``instances`` or positional ``rows``.
 
     The body is decoded and checked by hand (not by a pydantic model) to keep single-row
@@ -86,7 +86,7 @@ async def predict(request: Request, model_id: str, r: PredictRT):
     """
     # the front door (api/fastpath.py) answers this path itself over the same data plane: this route is the
     # OpenAPI contract
-    data, _ = await r.plane.apredict(model_id, await raw_json_body(request))
+    data, _ = await r.plane.apredict(model_id, body)
     return Response(data, media_type="application/json")
 
 
