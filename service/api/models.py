@@ -6,7 +6,6 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import Conflict, NotFound
 from ..schemas.models import (
     EvaluateRequest,
     EvaluateResponse,
@@ -20,6 +19,7 @@ from ..schemas.models import (
     PartialDependenceResponse,
     PredictResponse,
 )
+from ..services import models as ms
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
 from ..services.model_evaluation import evaluate_request
@@ -41,13 +41,6 @@ def model_view(m: dict) -> dict:
     return out
 
 
-def _record(r, model_id: str) -> dict:
-    m = r.meta.get_model(model_id)
-    if m is None:
-        raise NotFound(f"model {model_id!r} does not exist")
-    return m
-
-
 @router.get("", response_model=ModelList, operation_id="list_models")
 def list_models(r: ReadRT, page: Page = Depends(),
                 algorithm: str | None = Query(None, max_length=100),
@@ -58,19 +51,12 @@ def list_models(r: ReadRT, page: Page = Depends(),
 
 @router.get("/{model_id}", response_model=Model, operation_id="get_model", responses=errors(404))
 def get_model(model_id: str, r: ReadRT):
-    return model_view(_record(r, model_id))
+    return model_view(ms.get_record(r.meta, model_id))
 
 
 @router.delete("/{model_id}", status_code=204, operation_id="delete_model", responses=errors(404, 409))
 def delete_model(model_id: str, r: TrainRT):
-    m = _record(r, model_id)
-    if m["status"] == "training":
-        raise Conflict(f"model {model_id!r} is still training; cancel job {m['job_id']} first")
-    # the record first: from now on every request gets 404; a request that read the record just before and
-    # finds the artifact gone gets 404 too (ModelCache.load re-checks the record), never a 500
-    r.meta.delete_model(model_id)
-    r.cache.evict(model_id)
-    r.art.delete_model(model_id)
+    ms.delete(r, model_id)  # record, cached bundle, artifact; 409 while it trains
     return Response(status_code=204)
 
 

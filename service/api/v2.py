@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from .. import __version__
-from ..errors import NotFound, Unavailable
+from ..errors import NotFound
 from ..schemas.v2 import (
     ModelMetadata,
     ModelReady,
@@ -19,6 +19,7 @@ from ..schemas.v2 import (
     V2Error,
 )
 from ..services.dataplane import DataPlane
+from ..services.health import require_ready
 from ..services.inference import run_sized
 from .body import infer_header_length, whole_body
 from .deps import OnRows, OnRowsDep, PredictRT, Read, ReadRT, RuntimeDep
@@ -42,11 +43,7 @@ def server_live():
 @router.get("/health/ready", response_model=ServerReady, operation_id="v2_server_ready", responses=_err(503))
 def server_ready(r: RuntimeDep):
     """Ready when the metadata store, the artifact store and the queue answer."""
-    for name, fn in (("metadata", r.meta.ping), ("artifacts", r.art.ping), ("queue", r.queue.ping)):
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - report any failure
-            raise Unavailable(f"not ready: {name} not answering ({exc})") from None
+    require_ready(r)  # 503 naming the first that does not
     return {"ready": True}
 
 
