@@ -2,12 +2,22 @@
 
 ``read_body`` reads a whole body under the limit (declared ``Content-Length`` and streamed size alike) and joins
 its chunks once; the predict front door (api/fastpath.py) calls it. ``BodyLimit`` is the middleware that applies
-the same limit, with the same checks and messages, to every other route, whose bodies Starlette reads.
+the same limit, with the same checks and messages, to every other route, whose bodies Starlette reads through
+the helpers below: ``json_body`` (a hand-decoded JSON body), ``infer_header_length`` and ``whole_body`` (V2
+inference), ``DatasetUpload`` (a dataset upload, handed to services/datasets.py as a framework-free
+``UploadBody``). ``check_media`` is the one content-type check of JSON bodies, the front door's included.
 """
 
 from __future__ import annotations
 
-from ..errors import TooLarge, problem_response, v2_error_response
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+
+from ..errors import TooLarge, UnsupportedMedia, invalid, problem_response, v2_error_response
+from ..services.datasets import FilePart, FormFile
 
 
 def check_declared(declared: bytes | None, limit: int) -> None:
@@ -102,3 +112,69 @@ class BodyLimit:
             return message
 
         return await self.app(scope, limited_receive, send)
+
+
+# -- content types ---------------------------------------------------------------------------------------------
+def media_type(value: str | None) -> str:
+    """A Content-Type header's media type: lower case, parameters dropped; "" when there is none."""
+    return (value or "").split(";")[0].strip().lower()
+
+
+def check_media(media: str, *, v2: bool = False) -> None:
+    """415 (``UnsupportedMedia``) unless ``media`` is JSON or none. ``v2``: the Open Inference Protocol's wording,
+    which names its other body (binary tensor data, checked by the caller from its header-length header)."""
+    if media != "application/json" and media:
+        if v2:
+            raise UnsupportedMedia(f"content type {media!r} is not supported: send application/json, or binary "
+                                   "tensor data with an Inference-Header-Content-Length header")
+        raise UnsupportedMedia(f"content type {media!r} is not supported here; send application/json")
+
+
+# -- the bodies of routes ------------------------------------------------------------------------------------
+async def json_body(request: Request) -> bytes:
+    """The body of a JSON request, undecoded (415 for another content type, 422 when empty)."""
+    check_media(media_type(request.headers.get("content-type")))
+    raw = await request.body()
+    if not raw:
+        raise invalid(["body"], "the request body is empty; send a JSON object")
+    return raw
+
+
+def infer_header_length(request: Request) -> str | None:
+    """The Inference-Header-Content-Length of a V2 infer request (binary tensor data follows its JSON header),
+    or None for a JSON body; 415 for any other body. Reads nothing of the body."""
+    hlen = request.headers.get("inference-header-content-length")
+    if hlen is None:
+        check_media(media_type(request.headers.get("content-type")), v2=True)
+    return hlen
+
+
+async def whole_body(request: Request) -> bytes:
+    """The whole body (``BodyLimit`` holds it to the limit)."""
+    return await request.body()
+
+
+class DatasetUpload:
+    """The body of ``POST /v1/datasets`` as ``services.datasets.UploadBody``: its media type, and the body read
+    the way the service asks (streamed, whole, or as a multipart form). Nothing is read until it asks."""
+
+    def __init__(self, request: Request):
+        self.request = request
+        self.media_type = media_type(request.headers.get("content-type"))
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self.request.stream()
+
+    async def read(self) -> bytes:
+        return await self.request.body()
+
+    @asynccontextmanager
+    async def form(self) -> AsyncIterator[FormFile]:
+        form = await self.request.form()
+        try:
+            part, name = form.get("file"), form.get("name")
+            yield FormFile(FilePart(part.file, part.filename, media_type(part.content_type))
+                           if isinstance(part, UploadFile) else None,
+                           name if isinstance(name, str) else None)
+        finally:
+            await form.close()

@@ -1,10 +1,9 @@
-"""Small helpers shared by routers: pagination, JSON bodies, problem responses in OpenAPI."""
+"""Small helpers shared by routers: pagination, problem responses in OpenAPI."""
 
 from __future__ import annotations
 
-from fastapi import Query, Request
+from fastapi import Query
 
-from ..errors import UnsupportedMedia, invalid
 from ..schemas.models import Problem
 
 ERRORS = {
@@ -29,13 +28,3 @@ class Page:
         self.limit = limit
         self.offset = offset
 
-
-async def raw_json_body(request: Request) -> bytes:
-    """The body of a JSON request, undecoded (415 for another content type, 422 when empty)."""
-    ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    if ctype not in ("application/json", ""):
-        raise UnsupportedMedia(f"content type {ctype!r} is not supported here; send application/json")
-    raw = await request.body()
-    if not raw:
-        raise invalid(["body"], "the request body is empty; send a JSON object")
-    return raw

@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 from ..schemas.models import Dataset, DatasetList, RowsPage
 from ..services import datasets as ds
 from .common import Page, errors
-from .deps import ReadRT, TrainRT
+from .deps import ReadRT, TrainRT, UploadDep
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -31,11 +31,11 @@ _UPLOAD_DOC = {
 
 @router.post("", status_code=201, response_model=Dataset, operation_id="upload_dataset",
              openapi_extra=_UPLOAD_DOC, responses=errors(413, 415, 422))
-async def upload_dataset(request: Request, response: Response, r: TrainRT,
+async def upload_dataset(response: Response, r: TrainRT, body: UploadDep,
                          name: str | None = Query(None, max_length=255, description="Dataset name"),
                          types: str | None = Query(None, description="Forced column types: col:categorical,...")):
     """Create a dataset from a CSV or Parquet body, a multipart CSV or Parquet file, or JSON columns + rows."""
-    record = await ds.upload(r, request, name, types)
+    record = await ds.upload(r, body, name, types)
     response.headers["Location"] = f"/v1/datasets/{record['id']}"
     return record
 

@@ -1,23 +1,30 @@
-"""Typed dependencies of the routes: the principal with a scope, and the runtime as its project sees it.
+"""Typed dependencies of the routes: the principal with a scope, the runtime as its project sees it, the app's
+metrics, and the bodies a route decodes by hand.
 
 The security gate (service/security.py) has authenticated the request (401/429) and left its principal in the
 request state; these check the scope the route needs (403 naming it) and give the route its view of the stores
 (``ProjectRuntime``: another project's records do not exist, 404). A route declares what it needs in its
-signature, e.g. ``def get_model(model_id: str, r: ReadRT)``; the OpenAPI document shows the scope.
+signature, e.g. ``def get_model(model_id: str, r: ReadRT)``; the OpenAPI document shows the scope. This module
+is the one place that reads the app's state (``request.app.state``). FastAPI resolves a route's dependencies in
+the order of its parameters: a body dependency comes after the runtime one, so a key without the scope gets its
+403 before its body is looked at.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
 
-from ..errors import ProblemError
+from ..errors import NotFound, ProblemError
+from ..observability import Metrics
 from ..runtime import Runtime, rt
 from ..services.dataplane import DataPlane
 from ..services.keys import PROJECT_PATTERN, Forbidden, Principal, Unauthorized
 from ..services.projects import ProjectRuntime
+from .body import DatasetUpload, json_body
 
 bearer = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="orch_...",
                     description="An API key (`orchard keys create`, `POST /v1/keys`) as `Authorization: Bearer "
@@ -78,7 +85,31 @@ def data_plane(request: Request) -> DataPlane:
     return request.app.state.runtime.plane
 
 
+def metrics_registry(request: Request) -> Metrics:
+    """The app's metrics; 404 when they are off (ORCHARD_METRICS=false)."""
+    m = request.app.state.metrics
+    if m is None:
+        raise NotFound("metrics are off (ORCHARD_METRICS=false)")
+    return m
+
+
+OnRows = Callable[[str, str, int, int], None]  # (protocol, model id, rows predicted, status): Metrics.on_rows
+
+
+def _count_nothing(protocol: str, model_id: str, n_rows: int, status: int) -> None:
+    return None
+
+
+def rows_counter(request: Request) -> OnRows:
+    """Where a route counts the rows it predicted: the app's ``Metrics.on_rows``, nowhere when metrics are off."""
+    return request.app.state.on_rows or _count_nothing
+
+
 Plane = Annotated[DataPlane, Depends(data_plane)]  # inference over the model cache (services/dataplane.py)
+MetricsDep = Annotated[Metrics, Depends(metrics_registry)]
+OnRowsDep = Annotated[OnRows, Depends(rows_counter)]
+JSONBody = Annotated[bytes, Depends(json_body)]  # a JSON body decoded by hand: 415 for another type, 422 empty
+UploadDep = Annotated[DatasetUpload, Depends(DatasetUpload)]  # a dataset upload, read as services/datasets asks
 RuntimeDep = Annotated[Runtime, Depends(rt)]  # the whole runtime, no key: for the open health routes only
 Read = Annotated[Principal, Security(principal, scopes=["read"])]
 Admin = Annotated[Principal, Security(principal, scopes=["admin"])]
@@ -89,5 +120,5 @@ JobRT = Annotated[ProjectRuntime, Security(job_runtime, scopes=["train"])]
 MetricsReader = Annotated[Principal | None, Security(metrics_reader, scopes=["read"])]
 AdminRT = Annotated[ProjectRuntime, Security(project_runtime, scopes=["admin"])]
 
-__all__ = ["Admin", "AdminRT", "JobRT", "Plane", "PredictRT", "Read", "ReadRT", "RuntimeDep", "TrainRT",
-           "principal"]
+__all__ = ["Admin", "AdminRT", "JSONBody", "JobRT", "MetricsDep", "OnRows", "OnRowsDep", "Plane", "PredictRT",
+           "Read", "ReadRT", "RuntimeDep", "TrainRT", "UploadDep", "principal"]

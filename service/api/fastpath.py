@@ -26,11 +26,11 @@ from starlette.responses import Response
 
 from core.validation import DataError
 
-from ..errors import ProblemError, UnsupportedMedia, invalid, problem_response, v2_error_response
+from ..errors import ProblemError, invalid, problem_response, v2_error_response
 from ..observability import new_request_id, request_id_var, valid_request_id
 from ..services import oip
 from ..services.inference import INLINE_BODY_BYTES
-from .body import Body, check_declared, read_body
+from .body import Body, check_declared, check_media, read_body
 
 log = logging.getLogger("orchard")
 ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route templates
@@ -108,8 +108,8 @@ class PredictFrontDoor:
                         status, nbytes = refusal.status_code, len(refusal.body)
                         return
                 plane = self.authorize(scope, self.plane or self.get_plane())  # key (401/403/429), its project
-                if ctype is not None and ctype != _JSON and hlen is None:
-                    _check_media(ctype, v2)
+                if ctype is not None and ctype != _JSON and hlen is None:  # 415 unless JSON (or binary tensors)
+                    check_media(_media_type(ctype), v2=v2)
                 if declared is not None:
                     check_declared(declared, self.limit)
                 body = await read_body(receive, self.limit, join=False)  # a large body is joined off the loop
@@ -186,12 +186,6 @@ def _infer_joined(plane, bundle, name: str, body: bytes | Body, hlen: str | None
     return plane.infer(bundle, name, _bytes(body), hlen)
 
 
-def _check_media(ctype: bytes, v2: bool) -> None:
-    """415 unless the content type is JSON (or, on /v2, binary tensor data with its header-length header)."""
-    media = ctype.split(b";", 1)[0].strip().lower()
-    if media != _JSON and media:
-        what = media.decode(errors="replace")
-        if v2:
-            raise UnsupportedMedia(f"content type {what!r} is not supported: send application/json, or binary "
-                                   "tensor data with an Inference-Header-Content-Length header")
-        raise UnsupportedMedia(f"content type {what!r} is not supported here; send application/json")
+def _media_type(ctype: bytes) -> str:
+    """A Content-Type header's media type (as body.media_type, on the raw header)."""
+    return ctype.split(b";", 1)[0].strip().lower().decode(errors="replace")

@@ -2,6 +2,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ..schemas.models import Health, Problem
+from ..services.health import readiness
 from .deps import RuntimeDep
 
 router = APIRouter(tags=["health"])
@@ -17,18 +18,15 @@ def live() -> dict:
             responses={503: {"model": Problem, "description": "a dependency is not answering"}})
 def ready(r: RuntimeDep):
     """Ready when the metadata store, the artifact store and the queue answer."""
-    checks = {}
-    ok = True
-    for name, fn in (("metadata", r.meta.ping), ("artifacts", r.art.ping), ("queue", r.queue.ping)):
-        try:
-            fn()
-            checks[name] = "ok"
-        except Exception as exc:  # noqa: BLE001 - report any failure
-            checks[name] = f"failing: {exc}"
-            ok = False
-    if not ok:
-        failing = ", ".join(k for k, v in checks.items() if v != "ok")
-        return JSONResponse({"type": "about:blank", "title": "Service Unavailable", "status": 503,
-                             "detail": f"not ready: {failing} not answering", "status_text": "unavailable",
-                             "checks": checks}, status_code=503, media_type="application/problem+json")
+    checks = readiness(r)
+    if any(v != "ok" for v in checks.values()):
+        return _not_ready(checks)
     return {"status": "ok", "checks": checks}
+
+
+def _not_ready(checks: dict[str, str]) -> JSONResponse:
+    """503 problem+json naming the stores that do not answer, with every check."""
+    failing = ", ".join(k for k, v in checks.items() if v != "ok")
+    return JSONResponse({"type": "about:blank", "title": "Service Unavailable", "status": 503,
+                         "detail": f"not ready: {failing} not answering", "status_text": "unavailable",
+                         "checks": checks}, status_code=503, media_type="application/problem+json")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import Conflict, NotFound
 from ..schemas.models import (
     EvaluateRequest,
     EvaluateResponse,
@@ -20,11 +19,12 @@ from ..schemas.models import (
     PartialDependenceResponse,
     PredictResponse,
 )
+from ..services import models as ms
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
 from ..services.model_evaluation import evaluate_request
-from .common import Page, errors, raw_json_body
-from .deps import JobRT, PredictRT, ReadRT, TrainRT
+from .common import Page, errors
+from .deps import JobRT, JSONBody, PredictRT, ReadRT, TrainRT
 from .jobs import job_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -41,13 +41,6 @@ def model_view(m: dict) -> dict:
     return out
 
 
-def _record(r, model_id: str) -> dict:
-    m = r.meta.get_model(model_id)
-    if m is None:
-        raise NotFound(f"model {model_id!r} does not exist")
-    return m
-
-
 @router.get("", response_model=ModelList, operation_id="list_models")
 def list_models(r: ReadRT, page: Page = Depends(),
                 algorithm: str | None = Query(None, max_length=100),
@@ -58,19 +51,12 @@ def list_models(r: ReadRT, page: Page = Depends(),
 
 @router.get("/{model_id}", response_model=Model, operation_id="get_model", responses=errors(404))
 def get_model(model_id: str, r: ReadRT):
-    return model_view(_record(r, model_id))
+    return model_view(ms.get_record(r.meta, model_id))
 
 
 @router.delete("/{model_id}", status_code=204, operation_id="delete_model", responses=errors(404, 409))
 def delete_model(model_id: str, r: TrainRT):
-    m = _record(r, model_id)
-    if m["status"] == "training":
-        raise Conflict(f"model {model_id!r} is still training; cancel job {m['job_id']} first")
-    # the record first: from now on every request gets 404; a request that read the record just before and
-    # finds the artifact gone gets 404 too (ModelCache.load re-checks the record), never a 500
-    r.meta.delete_model(model_id)
-    r.cache.evict(model_id)
-    r.art.delete_model(model_id)
+    ms.delete(r, model_id)  # record, cached bundle, artifact; 409 while it trains
     return Response(status_code=204)
 
 
@@ -78,7 +64,7 @@ def delete_model(model_id: str, r: TrainRT):
              operation_id="predict", responses=errors(404, 409, 413, 415, 422),
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}})
-async def predict(request: Request, model_id: str, r: PredictRT):
+async def predict(model_id: str, r: PredictRT, body: JSONBody):
     """Predict with a ready model from named ``instances`` or positional ``rows``.
 
     The body is decoded and checked by hand (not by a pydantic model) to keep single-row
@@ -86,7 +72,7 @@ async def predict(request: Request, model_id: str, r: PredictRT):
     """
     # the front door (api/fastpath.py) answers this path itself over the same data plane: this route is the
     # OpenAPI contract
-    data, _ = await r.plane.apredict(model_id, await raw_json_body(request))
+    data, _ = await r.plane.apredict(model_id, body)
     return Response(data, media_type="application/json")
 
 

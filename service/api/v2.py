@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from .. import __version__
-from ..errors import NotFound, ProblemError, Unavailable
+from ..errors import NotFound
 from ..schemas.v2 import (
     ModelMetadata,
     ModelReady,
@@ -18,8 +18,11 @@ from ..schemas.v2 import (
     ServerReady,
     V2Error,
 )
+from ..services.dataplane import DataPlane
+from ..services.health import require_ready
 from ..services.inference import run_sized
-from .deps import PredictRT, Read, ReadRT, RuntimeDep
+from .body import infer_header_length, whole_body
+from .deps import OnRows, OnRowsDep, PredictRT, Read, ReadRT, RuntimeDep
 
 router = APIRouter(prefix="/v2", tags=["open-inference-protocol"])
 EXTENSIONS = ["binary_tensor_data"]
@@ -40,11 +43,7 @@ def server_live():
 @router.get("/health/ready", response_model=ServerReady, operation_id="v2_server_ready", responses=_err(503))
 def server_ready(r: RuntimeDep):
     """Ready when the metadata store, the artifact store and the queue answer."""
-    for name, fn in (("metadata", r.meta.ping), ("artifacts", r.art.ping), ("queue", r.queue.ping)):
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - report any failure
-            raise Unavailable(f"not ready: {name} not answering ({exc})") from None
+    require_ready(r)  # 503 naming the first that does not
     return {"ready": True}
 
 
@@ -86,20 +85,15 @@ def _check_version(v: str) -> None:
         raise NotFound(f"model version {v!r} does not exist; every Orchard model has the single version '1'")
 
 
-async def _infer(request: Request, plane, model_name: str) -> Response:
+async def _infer(request: Request, plane: DataPlane, model_name: str, on_rows: OnRows) -> Response:
     """The documented route (the front door answers ``/v2/models/{name}/infer`` itself; this one serves the
-    versioned path) over the same data plane."""
-    ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    hlen = request.headers.get("inference-header-content-length")
-    if hlen is None and ctype not in ("application/json", ""):
-        raise ProblemError(f"content type {ctype!r} is not supported: send application/json, or binary tensor "
-                           "data with an Inference-Header-Content-Length header", status=415)
+    versioned path) over the same data plane: the content type checked as the front door checks it, the model
+    found, then the body read."""
+    hlen = infer_header_length(request)
     bundle = await plane.amodel_named(model_name)
-    body = await request.body()
+    body = await whole_body(request)
     data, json_len, n = await run_sized(len(body), plane.infer, bundle, model_name, body, hlen)
-    on_rows = request.app.state.on_rows
-    if on_rows is not None:
-        on_rows("v2", bundle.model_id, n, 200)
+    on_rows("v2", bundle.model_id, n, 200)
     if json_len is None:
         return Response(data, media_type="application/json")
     return Response(data, media_type="application/octet-stream",
@@ -114,13 +108,13 @@ _INFER_OK = {200: {"description": "Inference outputs", "content": {"application/
 
 @router.post("/models/{model_name}/infer", operation_id="v2_infer", openapi_extra=_INFER_DOC,
              responses={**_INFER_OK, **_err(400, 404, 409, 413, 415)})
-async def infer(request: Request, model_name: str, r: PredictRT):
+async def infer(request: Request, model_name: str, r: PredictRT, on_rows: OnRowsDep):
     """Inference: inputs as one [n, n_features] tensor or one tensor per feature; outputs predict,
     predict_proba, ... (all that apply unless ``outputs`` names some). Binary tensor data is accepted."""
-    return await _infer(request, r.plane, model_name)
+    return await _infer(request, r.plane, model_name, on_rows)
 
 
 @router.post("/models/{model_name}/versions/{model_version}/infer", include_in_schema=False)
-async def infer_version(request: Request, model_name: str, model_version: str, r: PredictRT):
+async def infer_version(request: Request, model_name: str, model_version: str, r: PredictRT, on_rows: OnRowsDep):
     _check_version(model_version)
-    return await _infer(request, r.plane, model_name)
+    return await _infer(request, r.plane, model_name, on_rows)

@@ -9,12 +9,13 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import numpy as np
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
 
 from ..errors import NotFound, TooLarge, UnsupportedMedia, invalid
 from ..schemas.models import DatasetCreateJSON
@@ -110,49 +111,80 @@ def file_kind(ctype: str, path: str | None = None, filename: str | None = None) 
     return "csv"
 
 
-def _media_type(value: str | None) -> str:
-    return (value or "").split(";")[0].strip().lower()
+@dataclass(frozen=True)
+class FilePart:
+    """An uploaded file: ``file`` reads its bytes; its name and media type (as ``UploadBody.media_type``) as the
+    client declared them."""
+
+    file: BinaryIO
+    filename: str | None
+    media_type: str
 
 
-async def upload(r: ProjectRuntime, request: Request, name: str | None, types: str | None) -> dict:
-    """``POST /v1/datasets``: a new dataset from the request's CSV or Parquet body, multipart file, or JSON
-    columns + rows, chosen by its content type (415 for any other); ``types`` forces column types."""
-    ctype = _media_type(request.headers.get("content-type"))
+@dataclass(frozen=True)
+class FormFile:
+    """The fields of a multipart upload: its ``file`` part (None when it has none) and its ``name`` field."""
+
+    file: FilePart | None
+    name: str | None
+
+
+class UploadBody(Protocol):
+    """The body of a dataset upload as the API layer hands it over (api/body.py ``DatasetUpload``): its media
+    type (lower case, no parameters; "" when none was sent), and the body, read only when one of these is called.
+    The size limit (ORCHARD_MAX_BODY_BYTES) is the API layer's."""
+
+    media_type: str
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body, chunk by chunk as it arrives."""
+        ...
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        ...
+
+    def form(self) -> AbstractAsyncContextManager[FormFile]:
+        """The body parsed as a multipart form (its files closed on exit)."""
+        ...
+
+
+async def upload(r: ProjectRuntime, body: UploadBody, name: str | None, types: str | None) -> dict:
+    """``POST /v1/datasets``: a new dataset from a CSV or Parquet body, a multipart file, or JSON columns + rows,
+    chosen by the body's content type (415 for any other); ``types`` forces column types."""
+    ctype = body.media_type
     forced = parse_types_query(types)
     if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
-        return await upload_stream(r.meta, r.art, request.stream(), r.settings.max_body_bytes, file_kind(ctype),
+        return await upload_stream(r.meta, r.art, body.chunks(), r.settings.max_body_bytes, file_kind(ctype),
                                    forced, name, r.settings.max_columns)
     if ctype == "multipart/form-data":
-        return await _upload_multipart(r, request, forced, name)
+        return await _upload_multipart(r, body, forced, name)
     if ctype == "application/json":
-        return await _upload_json(r, await request.body(), forced, name)
+        return await _upload_json(r, await body.read(), forced, name)
     raise UnsupportedMedia(
         f"content type {ctype or '(none)'!r} is not supported; send text/csv, application/vnd.apache.parquet, "
         "multipart/form-data with a 'file' part, or application/json"
     )
 
 
-async def _upload_multipart(r: ProjectRuntime, request: Request, forced: dict, name: str | None) -> dict:
+async def _upload_multipart(r: ProjectRuntime, body: UploadBody, forced: dict, name: str | None) -> dict:
     """The form's ``file`` part (CSV or Parquet, by its type, name or magic bytes), copied to a temporary file
     and ingested; the dataset is named by the query, else the form's ``name``, else the file name."""
-    form = await request.form()
-    try:
-        part = form.get("file")
-        if part is None or isinstance(part, str):
+    async with body.form() as form:
+        part = form.file
+        if part is None:
             raise invalid(["body", "file"], "the multipart body needs a 'file' part holding a CSV or Parquet file")
-        name = name or (form.get("name") if isinstance(form.get("name"), str) else None) or part.filename
+        name = name or form.name or part.filename
         tmp = os.path.join(r.art.tmp_dir, f"upload-{uuid.uuid4().hex}.data")
         try:
             with open(tmp, "wb") as fh:
                 await run_in_threadpool(shutil.copyfileobj, part.file, fh)
-            kind = file_kind(_media_type(part.content_type), tmp, part.filename)
+            kind = file_kind(part.media_type, tmp, part.filename)
             return await run_in_threadpool(ingest_file, r.meta, r.art, tmp, kind, forced, name,
                                            r.settings.max_columns)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    finally:
-        await form.close()
 
 
 async def _upload_json(r: ProjectRuntime, raw: bytes, forced: dict, name: str | None) -> dict:

@@ -23,6 +23,7 @@ runner fits and stages its artifact; it never changes the job's or model's state
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import importlib
 import logging
@@ -31,19 +32,23 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
+from starlette.concurrency import run_in_threadpool
 
 from core.context import FitCancelled, FitContext
 from core.params import ParamError
 from core.validation import DataError
 
-from ..errors import Invalid, NotFound
-from ..storage.metadata import MetadataStore, jobs, models, utcnow
+from ..errors import Conflict, Invalid, NotFound
+from ..storage.metadata import TERMINAL, MetadataStore, jobs, models, utcnow
+
+if TYPE_CHECKING:
+    from .projects import ProjectMeta
 
 log = logging.getLogger("orchard.jobs")
 
@@ -257,6 +262,54 @@ def cancel(meta: MetadataStore, job_id: str) -> str | None:
         conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.status == "running")
                      .values(cancel_requested=True, updated_at=now, message="cancellation requested"))
         return conn.execute(select(jobs.c.status).where(jobs.c.id == job_id)).scalar()
+
+
+# ------------------------------------------------------------------------------------------------
+# what the API asks of one job (``meta``: the project's view of the store, services/projects.py)
+# ------------------------------------------------------------------------------------------------
+def get_record(meta: ProjectMeta, job_id: str) -> dict:
+    """The job's record; 404 when it does not exist (or belongs to another project)."""
+    job = meta.get_job(job_id)
+    if job is None:
+        raise NotFound(f"job {job_id!r} does not exist")
+    return job
+
+
+def request_cancel(meta: ProjectMeta, job_id: str) -> dict:
+    """A user's cancel (``cancel``) of a job of the project; 409 when the job finished, before or while asked.
+    Returns the job's record afterwards."""
+    job = get_record(meta, job_id)
+    if job["status"] in TERMINAL:
+        raise Conflict(f"job {job_id!r} already finished ({job['status']}); nothing to cancel")
+    status = cancel(meta.store, job_id)
+    if status is None:
+        raise NotFound(f"job {job_id!r} does not exist")
+    if status in ("succeeded", "failed"):
+        raise Conflict(f"job {job_id!r} already finished ({status}); nothing to cancel")
+    return meta.store.get_job(job_id)
+
+
+async def watch(meta: ProjectMeta, job_id: str, interval: float,
+                disconnected: Callable[[], Awaitable[bool]]) -> AsyncGenerator[tuple[str, dict | None], None]:
+    """A job's changes until it ends, read every ``interval`` seconds: ``("status", record)`` when its status
+    changes (and first), ``("progress", record)`` when its progress or message does, ``("end", record)`` when it
+    has ended; ``("deleted", None)`` if it disappears. Stops when ``disconnected()`` says the client went away."""
+    last = None
+    while True:
+        job = await run_in_threadpool(meta.get_job, job_id)
+        if job is None:
+            yield "deleted", None
+            return
+        key = (job.get("status"), round(job.get("progress"), 4), job.get("message"))
+        if key != last:
+            yield "progress" if last is not None and last[0] == key[0] else "status", job
+            last = key
+        if key[0] in TERMINAL:
+            yield "end", job
+            return
+        if await disconnected():
+            return
+        await asyncio.sleep(interval)
 
 
 # ------------------------------------------------------------------------------------------------
