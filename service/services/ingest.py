@@ -186,6 +186,16 @@ def _safe_cut(buf, n: int, start: int = 0) -> int:
     return i + 1
 
 
+def _cut(buf, n: int, start: int) -> tuple[int, bool]:
+    """``_safe_cut`` and whether ``buf[start:cut]`` holds a quote; without quotes (the common case) the piece is
+    scanned once."""
+    i = buf.rfind(b"\n", start, n)
+    if i >= 0 and buf.find(b'"', start, i) < 0:
+        return i + 1, False
+    cut = _safe_cut(buf, n, start)
+    return cut, cut >= 0 and buf.find(b'"', start, cut) >= 0
+
+
 def _available(spool: BodySpool, pos: int, want: int) -> int:
     """Bytes of the body past ``pos``, once there are at least ``want`` of them or the body is complete."""
     return max(spool.wait(pos, want), 0)
@@ -207,11 +217,11 @@ def _pieces(spool: BodySpool, size: int) -> Iterator[tuple[memoryview, bool]]:
             m = mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base)
             a = pos - base
             last = avail < want  # the rest of the body
-            cut = a + n if last else _safe_cut(m, a + n, a)
+            cut, has_quote = (a + n, m.find(b'"', a, a + n) >= 0) if last else _cut(m, a + n, a)
             if cut < 0:  # one quoted value longer than a piece: map more
                 want *= 2
                 continue
-            yield memoryview(m)[a:cut], m.find(b'"', a, cut) >= 0
+            yield memoryview(m)[a:cut], has_quote
             if last:
                 return
             pos, want = pos + cut - a, size

@@ -188,6 +188,13 @@ def test_csv_pieces_cut_outside_quoted_line_breaks(monkeypatch, tmp_path):
     buf = bytearray(b'a\n"x\ny"\n"z')  # the last line break outside quotes ends 'x\ny'; '"z' is unfinished
     assert ingest._safe_cut(buf, len(buf)) == len(b'a\n"x\ny"\n')
     assert ingest._safe_cut(bytearray(b'"open\nstill open\n'), 17) == -1
+    # _cut: the same cut, and whether the piece before it holds a quote (then the parser allows line breaks in
+    # values); a quote past the cut does not count
+    for raw, want in [(b"a,b\n1,2\n3,", (8, False)), (b'a\n1\n"z', (4, False)), (b'a\n"x\ny"\n"z', (8, True)),
+                      (b'a\n"q"\n"open\nmore', (6, True)), (b'"open\nstill open\n', (-1, False))]:
+        assert ingest._cut(bytearray(raw), len(raw), 0) == want, raw
+        assert ingest._cut(bytearray(b"xx" + raw), len(raw) + 2, 2) == ((want[0] + 2) if want[0] >= 0 else -1,
+                                                                       want[1]), raw
 
 
 def test_parser_follows_the_body_while_it_arrives(tmp_path):
