@@ -108,7 +108,7 @@ class _Scan:
         self.step_norm = np.abs(scale) * self.x_norm  # how much one update at a row can grow ||w|| + |b|
         self.Xb = np.empty((size, d1))  # the block's rows [x, 1]
         self.Ub = np.empty((size, d1))  # eta0 s [x, 1]: an update at the row is t times it
-        self.Xs = np.empty((size, d1))  # t [x, 1] of the problem being scanned
+        self.Xs = np.empty((size, d1))  # t [x, 1] of a group's only problem
         self.P = np.empty((size + 1, d1))  # [w, b] then the pending updates u [x, 1]
         self.C = np.empty((size + 1, d1))  # their cumulative sums: the weights after each update
         self.G = np.zeros((max(1, min(size, _STACK // (m * d or 1))), m, d)) if m > 1 else None
@@ -126,18 +126,21 @@ class _Scan:
             xn = self.x_norm[idx]
             grow = float(self.step_norm[idx].sum())
             Wp = WA[probs]
-            Z = Xb @ Wp.T  # x . w + b of each problem at the block's start
-            norms = (np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0).tolist()
+            norms = np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0
+            TB = np.take(self.Tt if len(probs) == self.m else self.Tt[probs], idx, axis=1)  # t of each problem
+            V = Wp @ Xb.T  # x . w + b of each problem at the block's start
+            V *= TB
+            # the filter's bound, with the weights' largest possible norm in this block
+            S = ((norms + grow) * _SLACK)[:, None] * xn
+            V -= S  # running margins minus the filter's bound: a candidate where <= 0
+            norms = norms.tolist()
+            # one problem: its signed rows t [x, 1] once per block; several: each update's products are signed
+            Xs = np.multiply(Xb, TB[0][:, None], out=self.Xs[:size]) if len(probs) == 1 else None
+            block_pending = []
             for q, j in enumerate(probs):
-                tb = self.Tt[j, idx]
-                Xs = np.multiply(Xb, tb[:, None], out=self.Xs[:size])
+                tb, v, slack = TB[q], V[q], S[q]
                 w_norm = norms[q]
-                # the filter's bound, with the weights' largest possible norm in this block
-                slack = xn * (_SLACK * (w_norm + grow))
-                v = Z[:, q] * tb
-                v -= slack  # running margin minus the filter's bound: a candidate where <= 0
                 wa = WA[j]
-                self.P[0] = wa
                 pending = []  # block positions of the pending updates
                 pos = 0
                 while pos < size:
@@ -159,15 +162,23 @@ class _Scan:
                     pending.append(r)
                     w_norm += abs(sc.item(r)) * xn.item(r)
                     if pos < size:
-                        if tb.item(r) > 0.0:
-                            v[pos:] += Xs[pos:] @ Ub[r]
+                        if Xs is None:
+                            h = Xb[pos:] @ Ub[r]
+                            h *= tb[pos:]
                         else:
-                            v[pos:] -= Xs[pos:] @ Ub[r]
-                self._flush(wa, pending, tb, j, loss, mistakes)
+                            h = Xs[pos:] @ Ub[r]
+                        if tb.item(r) > 0.0:
+                            v[pos:] += h
+                        else:
+                            v[pos:] -= h
+                if pending:
+                    block_pending.append((q, j, pending))
+            if block_pending:
+                self._flush_block(WA, block_pending, TB, loss, mistakes)
 
     def _flush(self, wa, pending, tb, j, loss, mistakes):
-        """Applies the pending updates at block positions ``pending`` to ``wa`` (``P[0]`` holds it) and adds
-        their exact margins to ``loss[j]``."""
+        """Applies the pending updates at block positions ``pending`` to ``wa`` and adds their exact margins to
+        ``loss[j]``."""
         k = len(pending)
         if not k:
             return
@@ -175,6 +186,7 @@ class _Scan:
         at = np.array(pending)
         tp = tb[at]
         P = self.P[: k + 1]
+        P[0] = wa
         np.take(self.Ub, at, axis=0, out=P[1:], mode="clip")
         P[1:] *= tp[:, None]  # u [x, 1] with u = eta0 s t: the products of u * x (t = +-1 is exact)
         C = np.add.accumulate(P, axis=0, out=self.C[: k + 1])
@@ -188,7 +200,43 @@ class _Scan:
         loss[j] = total
         mistakes[j] += k
         wa[:] = C[k]
-        self.P[0] = wa
+
+    def _flush_block(self, WA, block_pending, TB, loss, mistakes):
+        """``_flush`` of every problem of a block at once: ``block_pending`` holds (row of ``TB``, problem,
+        pending block positions).  Each problem's updates are summed by its own cumulative sum (one
+        ``accumulate`` over a zero-padded stack: adding 0.0 leaves a sum unchanged), and the exact margins are
+        computed with ``_margins``'s products, item by item the same."""
+        if len(block_pending) == 1:
+            q, j, pending = block_pending[0]
+            self._flush(WA[j], pending, TB[q], j, loss, mistakes)
+            return
+        d = self.d
+        ks = [len(pend) for _, _, pend in block_pending]
+        nq, kmax = len(ks), max(ks)
+        qs = np.array([q for q, _, _ in block_pending])
+        js = np.array([j for _, j, _ in block_pending])
+        at = np.array([r for _, _, pend in block_pending for r in pend])
+        slot = np.repeat(np.arange(nq), ks)  # the stack's problem of each update
+        step = np.arange(len(at)) - np.repeat(np.cumsum(ks) - ks, ks) + 1  # its position 1..k in it
+        tp = TB[qs[slot], at]
+        P = np.zeros((nq, kmax + 1, self.d + 1))
+        P[:, 0] = WA[js]
+        P[slot, step] = self.Ub[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
+        C = np.add.accumulate(P, axis=1, out=P)
+        before = C[slot, step - 1]  # [w, b] before each update
+        dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
+        margins = ((dots + before[:, d]) * tp).tolist()
+        i = 0
+        for j, k in zip(js.tolist(), ks, strict=True):
+            total = float(loss[j])
+            for mg in margins[i : i + k]:
+                if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
+                    raise AssertionError("perceptron block scan: a pending update is not a mistake")
+                total -= mg
+            loss[j] = total
+            mistakes[j] += k
+            i += k
+        WA[js] = C[np.arange(nq), np.array(ks)]
 
     def _margins(self, Wa, Xm, j):
         """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` and sample ``Xm[i]``, computed as a
@@ -200,11 +248,13 @@ class _Scan:
             return np.matmul(Wa[:, None, :d], Xm[:, :, None])[:, 0, 0]
         G = self.G
         out = np.empty(len(Xm))
+        many = np.ndim(j) > 0
         for start in range(0, len(Xm), len(G)):
             stop = min(start + len(G), len(Xm))
             g = G[: stop - start]
-            g[:, j, :] = Wa[start:stop, :d]
-            out[start:stop] = np.matmul(g, Xm[start:stop, :, None])[:, j, 0]
+            at = (np.arange(stop - start), j[start:stop]) if many else (slice(None), j)
+            g[at] = Wa[start:stop, :d]
+            out[start:stop] = np.matmul(g, Xm[start:stop, :, None])[at + (0,)]
         return out
 
 
