@@ -106,6 +106,7 @@ class _Scan:
         self.Xa, self.Tt, self.scale, self.m, self.d = Xa, np.ascontiguousarray(T.T), scale, m, d
         self.x_norm = np.sqrt(np.einsum("ij,ij->i", Xa[:, :d], Xa[:, :d])) + 1.0
         self.step_norm = np.abs(scale) * self.x_norm  # how much one update at a row can grow ||w|| + |b|
+        self.unit = bool((scale == 1.0).all())  # eta0 s = 1 everywhere: the updates' rows are the rows themselves
         self.Xb = np.empty((size, d1))  # the block's rows [x, 1]
         self.Ub = np.empty((size, d1))  # eta0 s [x, 1]: an update at the row is t times it
         self.Xs = np.empty((size, d1))  # t [x, 1] of a group's only problem
@@ -121,10 +122,12 @@ class _Scan:
             idx = rows[start : start + _BLOCK]
             size = len(idx)
             Xb = np.take(self.Xa, idx, axis=0, out=self.Xb[:size], mode="clip")
-            sc = self.scale[idx]
-            Ub = np.multiply(Xb, sc[:, None], out=self.Ub[:size])
+            # eta0 s [x, 1] (x * 1.0 is x: no product needed when every eta0 s is 1)
+            Ub = Xb if self.unit else np.multiply(Xb, self.scale[idx][:, None], out=self.Ub[:size])
+            self.U = Ub
             xn = self.x_norm[idx]
-            grow = float(self.step_norm[idx].sum())
+            step = self.step_norm[idx]
+            grow = float(step.sum())
             Wp = WA[probs]
             norms = np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0
             TB = np.take(self.Tt if len(probs) == self.m else self.Tt[probs], idx, axis=1)  # t of each problem
@@ -137,6 +140,7 @@ class _Scan:
             # one problem: its signed rows t [x, 1] once per block; several: each update's products are signed
             Xs = np.multiply(Xb, TB[0][:, None], out=self.Xs[:size]) if len(probs) == 1 else None
             block_pending = []
+            products = {}  # r -> [x_i, 1] . u_r [x_r, 1] for the rows i after r: shared by the problems updating at r
             for q, j in enumerate(probs):
                 tb, v, slack = TB[q], V[q], S[q]
                 w_norm = norms[q]
@@ -145,7 +149,7 @@ class _Scan:
                 pos = 0
                 while pos < size:
                     r = pos + int((v[pos:] <= 0.0).argmax())
-                    vr = float(v[r])
+                    vr = v.item(r)
                     if vr > 0.0:
                         break
                     z = vr + slack.item(r)
@@ -160,11 +164,13 @@ class _Scan:
                         if tb.item(r) * (dot + float(wa[d])) > 0.0:
                             continue
                     pending.append(r)
-                    w_norm += abs(sc.item(r)) * xn.item(r)
+                    w_norm += step.item(r)
                     if pos < size:
                         if Xs is None:
-                            h = Xb[pos:] @ Ub[r]
-                            h *= tb[pos:]
+                            raw = products.get(r)
+                            if raw is None:
+                                raw = products[r] = Xb[pos:] @ Ub[r]
+                            h = raw * tb[pos:]
                         else:
                             h = Xs[pos:] @ Ub[r]
                         if tb.item(r) > 0.0:
@@ -187,7 +193,7 @@ class _Scan:
         tp = tb[at]
         P = self.P[: k + 1]
         P[0] = wa
-        np.take(self.Ub, at, axis=0, out=P[1:], mode="clip")
+        np.take(self.U, at, axis=0, out=P[1:], mode="clip")
         P[1:] *= tp[:, None]  # u [x, 1] with u = eta0 s t: the products of u * x (t = +-1 is exact)
         C = np.add.accumulate(P, axis=0, out=self.C[: k + 1])
         dots = self._margins(C[:k], np.take(self.Xb, at, axis=0)[:, :d], j)
@@ -221,7 +227,7 @@ class _Scan:
         tp = TB[qs[slot], at]
         P = np.zeros((nq, kmax + 1, self.d + 1))
         P[:, 0] = WA[js]
-        P[slot, step] = self.Ub[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
+        P[slot, step] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
         C = np.add.accumulate(P, axis=1, out=P)
         before = C[slot, step - 1]  # [w, b] before each update
         dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
