@@ -89,15 +89,18 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
 class _Scan:
     """One epoch of a group of problems over the same rows, in blocks of ``_BLOCK`` rows of the order.
 
-    For each problem, the block's margins ``t (x . w + b)`` are one product, kept current after each update
-    ``w += u x_r`` by ``z_i += t_i u (x_i . x_r + 1)`` for the block's later rows; a row is a mistake candidate
+    The block's margins ``t (x . w + b)`` of all its problems are one product, and each problem's are kept
+    current after each of its updates ``w += u x_r`` by ``z_i += t_i u (x_i . x_r + 1)`` for the block's later
+    rows (the products ``u (x_i . x_r + 1)`` are computed once per row ``r`` for all the problems updating there,
+    then signed by each problem's ``t_i``); a row is a mistake candidate
     when its running margin is below a bound (``_SLACK`` relative) far above the rounding of the running
     products.  A candidate whose running margin is beyond the bound on either side is decided by it; one within
     it by its exact margin.  Updates do not depend on the margin's value (``u = eta0 s t``), so the block's
-    updates are kept pending and applied at its end by one cumulative sum (the same additions in the same order
-    as ``w += u x`` one at a time); the exact margins of its mistakes, which the epoch's loss sums, are then
-    computed from the weights before each update with the product a sample-by-sample loop computes (``W @ x``:
-    a dot product for one problem, a matrix-vector product with all ``m`` rows of ``W`` for several)."""
+    updates are kept pending and applied at its end, for all its problems at once, by one cumulative sum (the
+    same additions in the same order as ``w += u x`` one at a time); the exact margins of its mistakes, which
+    the epoch's loss sums, are then computed from the weights before each update with the product a
+    sample-by-sample loop computes (``W @ x``: a dot product for one problem, a matrix-vector product with all
+    ``m`` rows of ``W`` for several)."""
 
     def __init__(self, Xa, T, scale, m):
         n, d1 = Xa.shape
@@ -245,7 +248,8 @@ class _Scan:
         WA[js] = C[np.arange(nq), np.array(ks)]
 
     def _margins(self, Wa, Xm, j):
-        """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` and sample ``Xm[i]``, computed as a
+        """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` (one per row when ``j`` is an array)
+        and sample ``Xm[i]``, computed as a
         sample-by-sample loop does: one dot product per row for one problem; for several, a matrix-vector
         product with the ``m`` rows of ``W``, row ``j`` being the problem's (the other rows do not enter row
         ``j``'s result)."""
