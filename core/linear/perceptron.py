@@ -140,11 +140,15 @@ class _Scan:
             S = ((norms + grow) * _SLACK)[:, None] * xn
             V -= S  # running margins minus the filter's bound: a candidate where <= 0
             norms = norms.tolist()
+            # a problem without a candidate at the block's start makes no update in it: its margins do not move
+            scanned = (V <= 0.0).any(axis=1).tolist() if len(probs) > 1 else (True,)
             # one problem: its signed rows t [x, 1] once per block; several: each update's products are signed
             Xs = np.multiply(Xb, TB[0][:, None], out=self.Xs[:size]) if len(probs) == 1 else None
             block_pending = []
             products = {}  # r -> [x_i, 1] . u_r [x_r, 1] for the rows i after r: shared by the problems updating at r
             for q, j in enumerate(probs):
+                if not scanned[q]:
+                    continue
                 tb, v, slack = TB[q], V[q], S[q]
                 w_norm = norms[q]
                 wa = WA[j]
