@@ -89,15 +89,18 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
 class _Scan:
     """One epoch of a group of problems over the same rows, in blocks of ``_BLOCK`` rows of the order.
 
-    For each problem, the block's margins ``t (x . w + b)`` are one product, kept current after each update
-    ``w += u x_r`` by ``z_i += t_i u (x_i . x_r + 1)`` for the block's later rows; a row is a mistake candidate
+    The block's margins ``t (x . w + b)`` of all its problems are one product, and each problem's are kept
+    current after each of its updates ``w += u x_r`` by ``z_i += t_i u (x_i . x_r + 1)`` for the block's later
+    rows (the products ``u (x_i . x_r + 1)`` are computed once per row ``r`` for all the problems updating there,
+    then signed by each problem's ``t_i``); a row is a mistake candidate
     when its running margin is below a bound (``_SLACK`` relative) far above the rounding of the running
     products.  A candidate whose running margin is beyond the bound on either side is decided by it; one within
     it by its exact margin.  Updates do not depend on the margin's value (``u = eta0 s t``), so the block's
-    updates are kept pending and applied at its end by one cumulative sum (the same additions in the same order
-    as ``w += u x`` one at a time); the exact margins of its mistakes, which the epoch's loss sums, are then
-    computed from the weights before each update with the product a sample-by-sample loop computes (``W @ x``:
-    a dot product for one problem, a matrix-vector product with all ``m`` rows of ``W`` for several)."""
+    updates are kept pending and applied at its end, for all its problems at once, by one cumulative sum (the
+    same additions in the same order as ``w += u x`` one at a time); the exact margins of its mistakes, which
+    the epoch's loss sums, are then computed from the weights before each update with the product a
+    sample-by-sample loop computes (``W @ x``: a dot product for one problem, a matrix-vector product with all
+    ``m`` rows of ``W`` for several)."""
 
     def __init__(self, Xa, T, scale, m):
         n, d1 = Xa.shape
@@ -106,9 +109,10 @@ class _Scan:
         self.Xa, self.Tt, self.scale, self.m, self.d = Xa, np.ascontiguousarray(T.T), scale, m, d
         self.x_norm = np.sqrt(np.einsum("ij,ij->i", Xa[:, :d], Xa[:, :d])) + 1.0
         self.step_norm = np.abs(scale) * self.x_norm  # how much one update at a row can grow ||w|| + |b|
+        self.unit = bool((scale == 1.0).all())  # eta0 s = 1 everywhere: the updates' rows are the rows themselves
         self.Xb = np.empty((size, d1))  # the block's rows [x, 1]
         self.Ub = np.empty((size, d1))  # eta0 s [x, 1]: an update at the row is t times it
-        self.Xs = np.empty((size, d1))  # t [x, 1] of the problem being scanned
+        self.Xs = np.empty((size, d1))  # t [x, 1] of a group's only problem
         self.P = np.empty((size + 1, d1))  # [w, b] then the pending updates u [x, 1]
         self.C = np.empty((size + 1, d1))  # their cumulative sums: the weights after each update
         self.G = np.zeros((max(1, min(size, _STACK // (m * d or 1))), m, d)) if m > 1 else None
@@ -121,28 +125,38 @@ class _Scan:
             idx = rows[start : start + _BLOCK]
             size = len(idx)
             Xb = np.take(self.Xa, idx, axis=0, out=self.Xb[:size], mode="clip")
-            sc = self.scale[idx]
-            Ub = np.multiply(Xb, sc[:, None], out=self.Ub[:size])
+            # eta0 s [x, 1] (x * 1.0 is x: no product needed when every eta0 s is 1)
+            Ub = Xb if self.unit else np.multiply(Xb, self.scale[idx][:, None], out=self.Ub[:size])
+            self.U = Ub
             xn = self.x_norm[idx]
-            grow = float(self.step_norm[idx].sum())
+            step = self.step_norm[idx]
+            grow = float(step.sum())
             Wp = WA[probs]
-            Z = Xb @ Wp.T  # x . w + b of each problem at the block's start
-            norms = (np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0).tolist()
+            norms = np.sqrt(np.einsum("ij,ij->i", Wp[:, :d], Wp[:, :d])) + np.abs(Wp[:, d]) + 1.0
+            TB = np.take(self.Tt if len(probs) == self.m else self.Tt[probs], idx, axis=1)  # t of each problem
+            V = Wp @ Xb.T  # x . w + b of each problem at the block's start
+            V *= TB
+            # the filter's bound, with the weights' largest possible norm in this block
+            S = ((norms + grow) * _SLACK)[:, None] * xn
+            V -= S  # running margins minus the filter's bound: a candidate where <= 0
+            norms = norms.tolist()
+            # a problem without a candidate at the block's start makes no update in it: its margins do not move
+            scanned = (V <= 0.0).any(axis=1).tolist() if len(probs) > 1 else (True,)
+            # one problem: its signed rows t [x, 1] once per block; several: each update's products are signed
+            Xs = np.multiply(Xb, TB[0][:, None], out=self.Xs[:size]) if len(probs) == 1 else None
+            block_pending = []
+            products = {}  # r -> [x_i, 1] . u_r [x_r, 1] for the rows i after r: shared by the problems updating at r
             for q, j in enumerate(probs):
-                tb = self.Tt[j, idx]
-                Xs = np.multiply(Xb, tb[:, None], out=self.Xs[:size])
+                if not scanned[q]:
+                    continue
+                tb, v, slack = TB[q], V[q], S[q]
                 w_norm = norms[q]
-                # the filter's bound, with the weights' largest possible norm in this block
-                slack = xn * (_SLACK * (w_norm + grow))
-                v = Z[:, q] * tb
-                v -= slack  # running margin minus the filter's bound: a candidate where <= 0
                 wa = WA[j]
-                self.P[0] = wa
                 pending = []  # block positions of the pending updates
                 pos = 0
                 while pos < size:
                     r = pos + int((v[pos:] <= 0.0).argmax())
-                    vr = float(v[r])
+                    vr = v.item(r)
                     if vr > 0.0:
                         break
                     z = vr + slack.item(r)
@@ -157,17 +171,27 @@ class _Scan:
                         if tb.item(r) * (dot + float(wa[d])) > 0.0:
                             continue
                     pending.append(r)
-                    w_norm += abs(sc.item(r)) * xn.item(r)
+                    w_norm += step.item(r)
                     if pos < size:
-                        if tb.item(r) > 0.0:
-                            v[pos:] += Xs[pos:] @ Ub[r]
+                        if Xs is None:
+                            raw = products.get(r)
+                            if raw is None:
+                                raw = products[r] = Xb[pos:] @ Ub[r]
+                            h = raw * tb[pos:]
                         else:
-                            v[pos:] -= Xs[pos:] @ Ub[r]
-                self._flush(wa, pending, tb, j, loss, mistakes)
+                            h = Xs[pos:] @ Ub[r]
+                        if tb.item(r) > 0.0:
+                            v[pos:] += h
+                        else:
+                            v[pos:] -= h
+                if pending:
+                    block_pending.append((q, j, pending))
+            if block_pending:
+                self._flush_block(WA, block_pending, TB, loss, mistakes)
 
     def _flush(self, wa, pending, tb, j, loss, mistakes):
-        """Applies the pending updates at block positions ``pending`` to ``wa`` (``P[0]`` holds it) and adds
-        their exact margins to ``loss[j]``."""
+        """Applies the pending updates at block positions ``pending`` to ``wa`` and adds their exact margins to
+        ``loss[j]``."""
         k = len(pending)
         if not k:
             return
@@ -175,7 +199,8 @@ class _Scan:
         at = np.array(pending)
         tp = tb[at]
         P = self.P[: k + 1]
-        np.take(self.Ub, at, axis=0, out=P[1:], mode="clip")
+        P[0] = wa
+        np.take(self.U, at, axis=0, out=P[1:], mode="clip")
         P[1:] *= tp[:, None]  # u [x, 1] with u = eta0 s t: the products of u * x (t = +-1 is exact)
         C = np.add.accumulate(P, axis=0, out=self.C[: k + 1])
         dots = self._margins(C[:k], np.take(self.Xb, at, axis=0)[:, :d], j)
@@ -188,10 +213,47 @@ class _Scan:
         loss[j] = total
         mistakes[j] += k
         wa[:] = C[k]
-        self.P[0] = wa
+
+    def _flush_block(self, WA, block_pending, TB, loss, mistakes):
+        """``_flush`` of every problem of a block at once: ``block_pending`` holds (row of ``TB``, problem,
+        pending block positions).  Each problem's updates are summed by its own cumulative sum (one
+        ``accumulate`` over a zero-padded stack: adding 0.0 leaves a sum unchanged), and the exact margins are
+        computed with ``_margins``'s products, item by item the same."""
+        if len(block_pending) == 1:
+            q, j, pending = block_pending[0]
+            self._flush(WA[j], pending, TB[q], j, loss, mistakes)
+            return
+        d = self.d
+        ks = [len(pend) for _, _, pend in block_pending]
+        nq, kmax = len(ks), max(ks)
+        qs = np.array([q for q, _, _ in block_pending])
+        js = np.array([j for _, j, _ in block_pending])
+        at = np.array([r for _, _, pend in block_pending for r in pend])
+        slot = np.repeat(np.arange(nq), ks)  # the stack's problem of each update
+        step = np.arange(len(at)) - np.repeat(np.cumsum(ks) - ks, ks) + 1  # its position 1..k in it
+        tp = TB[qs[slot], at]
+        P = np.zeros((nq, kmax + 1, self.d + 1))
+        P[:, 0] = WA[js]
+        P[slot, step] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
+        C = np.add.accumulate(P, axis=1, out=P)
+        before = C[slot, step - 1]  # [w, b] before each update
+        dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
+        margins = ((dots + before[:, d]) * tp).tolist()
+        i = 0
+        for j, k in zip(js.tolist(), ks, strict=True):
+            total = float(loss[j])
+            for mg in margins[i : i + k]:
+                if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
+                    raise AssertionError("perceptron block scan: a pending update is not a mistake")
+                total -= mg
+            loss[j] = total
+            mistakes[j] += k
+            i += k
+        WA[js] = C[np.arange(nq), np.array(ks)]
 
     def _margins(self, Wa, Xm, j):
-        """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` and sample ``Xm[i]``, computed as a
+        """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` (one per row when ``j`` is an array)
+        and sample ``Xm[i]``, computed as a
         sample-by-sample loop does: one dot product per row for one problem; for several, a matrix-vector
         product with the ``m`` rows of ``W``, row ``j`` being the problem's (the other rows do not enter row
         ``j``'s result)."""
@@ -200,11 +262,13 @@ class _Scan:
             return np.matmul(Wa[:, None, :d], Xm[:, :, None])[:, 0, 0]
         G = self.G
         out = np.empty(len(Xm))
+        many = np.ndim(j) > 0
         for start in range(0, len(Xm), len(G)):
             stop = min(start + len(G), len(Xm))
             g = G[: stop - start]
-            g[:, j, :] = Wa[start:stop, :d]
-            out[start:stop] = np.matmul(g, Xm[start:stop, :, None])[:, j, 0]
+            at = (np.arange(stop - start), j[start:stop]) if many else (slice(None), j)
+            g[at] = Wa[start:stop, :d]
+            out[start:stop] = np.matmul(g, Xm[start:stop, :, None])[at + (0,)]
         return out
 
 

@@ -57,6 +57,7 @@ def _single_threaded_blas():
 
 _Q_CHUNK = 256  # query rows per block
 _T_CHUNK = 2048  # training rows per block (block = 4 MB of float64: stays in cache)
+_GROUPS = 64  # column groups whose minima bound the k-th distance of a single block
 _SAMPLE = 4096  # training points used for the first upper bound on the k-th distance
 _SINGLE_BLOCK_MAX = 1 << 19  # a query chunk x n_train block this small is computed in one go
 _PARALLEL_MIN = 20_000_000  # query x train pairs above which query blocks run on all cores
@@ -140,14 +141,17 @@ class NeighborIndex:
         return dist, ind
 
     # -- brute force ------------------------------------------------------------------------
-    def _exact_block(self, A: np.ndarray) -> np.ndarray:
-        """Distances (squared for euclidean) to every training point, as scikit-learn computes them."""
+    def _exact_block(self, A: np.ndarray, clip: bool = True) -> np.ndarray:
+        """Distances (squared for euclidean) to every training point, as scikit-learn computes them.
+
+        ``clip=False`` (euclidean only) leaves out the final ``max(., 0)``: the caller applies it."""
         X = self.X
         if self.metric == "euclidean":
             R = (-2.0 * A) @ X.T
             R += row_norms_squared(A)[:, None]
             R += self._prepared()["sq"][None, :]
-            np.maximum(R, 0.0, out=R)
+            if clip:
+                np.maximum(R, 0.0, out=R)
             return R
         if self.metric == "cosine":
             R = _unit(A) @ self._prepared()["B"].T
@@ -171,17 +175,25 @@ class NeighborIndex:
         if n <= _T_CHUNK or mc * n <= _SINGLE_BLOCK_MAX:
             # one block, values computed in scikit-learn's operation order: the k-th smallest
             # value is the bound, so every tie at the boundary is a candidate
-            R = self._exact_block(A)
-            step = n // 1024
-            if step >= 2 and k <= R[:, ::step].shape[1]:
-                # the k-th smallest of a strided subset is an actual value >= the k-th smallest
-                # overall: a valid bound with ties included, at a fraction of a full partition
-                sub = R[:, ::step]
-                t = np.partition(sub, k - 1, axis=1)[:, k - 1]
+            # euclidean: max(., 0) is monotone, so the bound and the candidates are found on the values
+            # before it ({max(R, 0) <= max(t, 0)} = {R <= max(t, 0)}) and only the candidates are clipped
+            euclid = self.metric == "euclidean"
+            R = self._exact_block(A, clip=not euclid)
+            span = n // _GROUPS
+            if span >= 2 and k * 4 <= _GROUPS:
+                # column c in group c mod _GROUPS: the groups' minima are actual values of k distinct
+                # columns at least, so the k-th smallest of them is >= the k-th smallest overall (a valid
+                # bound, ties included) and close to it; one minimum pass instead of a row partition
+                mins = R[:, : span * _GROUPS].reshape(mc, span, _GROUPS).min(axis=1)
+                t = np.partition(mins, k - 1, axis=1)[:, k - 1]
             else:
                 t = np.partition(R, k - 1, axis=1)[:, k - 1] if k < n else R.max(axis=1)
+            if euclid:
+                np.maximum(t, 0.0, out=t)
             rows, cols = np.divmod(np.flatnonzero(R <= t[:, None]), n)
             vals = R[rows, cols]
+            if euclid:
+                np.maximum(vals, 0.0, out=vals)
         else:
             rows, cols = self._candidates(A, k)
             vals = self._values(A, rows, cols)

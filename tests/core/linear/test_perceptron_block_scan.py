@@ -61,8 +61,20 @@ def _sets():
 @pytest.mark.parametrize("kw", [{}, {"multi_class": "ovo"}, {"tol": None, "max_iter": 20}, {"fit_intercept": False},
                                 {"eta0": 0.3, "shuffle": False}])
 def test_block_scan_matches_the_sample_by_sample_rule(monkeypatch, name, kw):
-    monkeypatch.setattr(perceptron_mod, "_BLOCK", 64)  # several blocks per epoch
     X, y = _sets()[name]
+    _check(monkeypatch, X, y, kw, np.random.default_rng(1).uniform(0.5, 2.0, len(y)))
+
+
+@pytest.mark.parametrize("name", list(_sets()))
+@pytest.mark.parametrize("kw", [{}, {"multi_class": "ovo"}])
+def test_block_scan_matches_the_sample_by_sample_rule_unit_steps(monkeypatch, name, kw):
+    # no sample weights and eta0 = 1: the updates' rows are the block's rows themselves (no product)
+    X, y = _sets()[name]
+    _check(monkeypatch, X, y, kw, None)
+
+
+def _check(monkeypatch, X, y, kw, weights):
+    monkeypatch.setattr(perceptron_mod, "_BLOCK", 64)  # several blocks per epoch
     captured = {}
     train = perceptron_mod._train_perceptrons
 
@@ -71,7 +83,6 @@ def test_block_scan_matches_the_sample_by_sample_rule(monkeypatch, name, kw):
         return train(X_, T, s, p, rng, ctx)
 
     monkeypatch.setattr(perceptron_mod, "_train_perceptrons", capture)
-    weights = np.random.default_rng(1).uniform(0.5, 2.0, len(y))
     model = registry.get("perceptron")(random_state=7, **kw).fit(X, y, sample_weight=weights)
     W, b, n_iter = _reference(*captured["args"])
     assert n_iter == model.n_iter_

@@ -141,3 +141,24 @@ def test_pickle_after_use_drops_caches_and_predicts_the_same():
     d, i = clone.kneighbors(X[:5], n_neighbors=1)
     np.testing.assert_array_equal(i[:, 0], np.arange(5))
     np.testing.assert_allclose(d[:, 0], 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 5, 9])
+def test_single_block_bound_keeps_every_tie_and_clipped_distance(k):
+    # one block (n <= _T_CHUNK): the k-th distance is bounded by the minima of column groups and max(., 0) is
+    # applied to the candidates only; the result must be the full sort by (value, index) of the clipped values
+    rng = np.random.default_rng(3)
+    Xt = rng.integers(0, 3, size=(700, 4)).astype(float)  # integer distances: many ties at the k-th
+    near = Xt[:40] + rng.normal(scale=1e-9, size=(40, 4))  # near-duplicates: values below 0 before clipping
+    Xq = np.vstack([rng.integers(0, 3, size=(60, 4)).astype(float), near, Xt[100:110]])
+    sq = distances.row_norms_squared(Xt)
+    R = (-2.0 * Xq) @ Xt.T
+    R += distances.row_norms_squared(Xq)[:, None]
+    R += sq[None, :]
+    R = np.maximum(R, 0.0)
+    order = np.argsort(R, axis=1, kind="stable")[:, :k]
+    index = _search.NeighborIndex(Xt, "euclidean", 2.0, "brute", k)
+    assert Xt.shape[0] // _search._GROUPS >= 2  # the group bound is used
+    d, i = index.kneighbors(Xq, k)
+    np.testing.assert_array_equal(i, order)
+    np.testing.assert_array_equal(d, np.sqrt(np.take_along_axis(R, order, axis=1)))
