@@ -103,16 +103,11 @@ def check_X_y(X, y, *, allow_nan: bool = False, y_numeric: bool = False, min_sam
     """Check ``X`` and ``y`` together: consistent lengths, numeric finite ``y`` if asked."""
     X = check_array(X, allow_nan=allow_nan, min_samples=min_samples, **kw)
     y = check_target(y, X.shape[0], numeric=y_numeric)
-    if not y_numeric:
-        if y.dtype.kind == "f" and np.isnan(y).any():
-            raise DataError("y contains missing values (NaN)")
-        if y.dtype == object and any(v is None for v in y):
-            raise DataError("y contains missing values (None)")
     return X, y
 
 
 def check_target(y, n_samples: int, *, numeric: bool = False) -> np.ndarray:
-    """``y`` as a 1-d array of ``n_samples`` entries; finite floats when ``numeric``.
+    """``y`` as a 1-d array of ``n_samples`` entries; finite floats when ``numeric``, no missing label otherwise.
 
     For estimators whose ``X`` is checked separately (e.g. with NaN or category codes allowed).
     """
@@ -128,6 +123,12 @@ def check_target(y, n_samples: int, *, numeric: bool = False) -> np.ndarray:
             raise DataError("y must be numeric for a regressor") from None
         if not np.isfinite(y).all():
             raise DataError("y contains NaN or infinity")
+    elif y.dtype.kind == "f" and np.isnan(y).any():
+        raise DataError("y contains missing values (NaN)")
+    elif y.dtype == object and any(v is None for v in y):
+        raise DataError("y contains missing values (None)")
+    elif y.dtype == object and any(isinstance(v, float) and v != v for v in y):
+        raise DataError("y contains missing values (NaN)")
     return y
 
 

@@ -416,3 +416,26 @@ def test_fit_leaves_hyperparameters_untouched(name):
     assert not changed, f"{name}: fit changed the hyperparameter(s) {changed}"
     added = [k for k in set(vars(est)) - attrs_before if not k.endswith("_") and not k.startswith("_")]
     assert not added, f"{name}: fit set public attributes without a trailing underscore: {added}"
+
+
+SUPERVISED = [n for n in NAMES if registry.get(n).task in ("classification", "regression")]
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_missing_target_refused(name):
+    """A missing label (NaN, or None among labels) is refused at fit with a sentence saying so, never learnt as a
+    class of its own or averaged into a regression."""
+    X, y = _data(name)
+    if registry.get(name).task == "regression":
+        bad = [np.asarray(y, dtype=np.float64).copy()]
+        bad[0][1] = np.nan
+    else:
+        as_float = np.asarray(y).astype(np.float64) if np.asarray(y).dtype.kind in "iuf" else None
+        as_object = np.asarray(y).astype(object)
+        as_object[1] = None
+        bad = [as_object] + ([] if as_float is None else [as_float])
+        if as_float is not None:
+            as_float[1] = np.nan
+    for y_bad in bad:
+        with pytest.raises(DataError, match="NaN|None|missing"):
+            _make(name).fit(X, y_bad)
