@@ -89,7 +89,7 @@ async def evaluate_model(model_id: str, body: EvaluateRequest, r: PredictRT):
              operation_id="explain_model", responses=errors(404, 409, 413, 422))
 async def explain_model(model_id: str, body: ExplainRequest, r: PredictRT):
     """Additive contributions (SHAP values) of every original feature to each instance's output."""
-    bundle = r.cache.get(model_id)
+    bundle = await r.cache.aget(model_id)
     out = await run_in_threadpool(explain_payload, r, bundle, body.model_dump())
     return Response(orjson.dumps(out), media_type="application/json")
 
@@ -108,6 +108,6 @@ async def importance(response: Response, model_id: str, body: ImportanceRequest,
              responses=errors(404, 409, 413, 422))
 async def partial_dependence(model_id: str, body: PartialDependenceRequest, r: PredictRT):
     """Partial dependence (average) and ICE (individual) curves over a quantile / category grid."""
-    bundle = r.cache.get(model_id)
+    bundle = await r.cache.aget(model_id)
     out = await run_in_threadpool(partial_dependence_payload, r, bundle, body.model_dump())
     return Response(orjson.dumps(out), media_type="application/json")

@@ -147,3 +147,41 @@ def test_artifact_missing_under_an_existing_record_is_still_an_integrity_error(a
     rt.art.model_path(mid).unlink()
     r = app_client.post(f"/v1/models/{mid}/predict", json=ROW)
     assert r.status_code == 500 and "missing" in r.json()["detail"]
+
+
+def test_every_route_that_needs_a_model_loads_a_cold_one_off_the_event_loop(app_client):
+    """A cold load can take seconds on a large bundle: predict, evaluate, explain and partial dependence all load it
+    in a worker thread, never on the event loop (where /health/live would wait for it)."""
+    import asyncio
+
+    (mid,) = _models(app_client, 1)
+    ds = app_client.get("/v1/datasets").json()["data"][0]["id"]
+    runtime = app_client.app.state.runtime
+    art = runtime.art
+    original = art.load_bundle
+    on_loop = []
+
+    def watched_load(model_id):
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return original(model_id)
+
+    requests = {
+        "predict": ("predict", ROW),
+        "evaluate": ("evaluate", {"dataset_id": ds}),
+        "explain": ("explain", {"instances": ROW["instances"]}),
+        "partial dependence": ("partial-dependence", {"dataset_id": ds, "features": ["petal_length"]}),
+    }
+    art.load_bundle = watched_load
+    try:
+        for what, (path, body) in requests.items():
+            runtime.cache.evict(mid)
+            on_loop.clear()
+            r = app_client.post(f"/v1/models/{mid}/{path}", json=body)
+            assert r.status_code == 200, (what, r.text)
+            assert on_loop == [False], f"{what}: the cold model was loaded on the event loop"
+    finally:
+        art.load_bundle = original
