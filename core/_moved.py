@@ -17,6 +17,7 @@ import sys
 MOVED = {
     "core.kernel": "core.kernel_methods",
     "core.neural.mlp_engine": "core.neural._mlp_engine",
+    "core.svm.pegasos": "core.svm._pegasos",
     "core.svm.smo": "core.svm._smo",
 }
 

@@ -25,6 +25,7 @@ __all__ = [
     "check_is_fitted",
     "check_n_features",
     "check_predict_input",
+    "check_inverse_input",
     "column_or_1d",
 ]
 
@@ -191,6 +192,16 @@ def check_is_fitted(est, attributes: list[str] | None = None) -> None:
         raise NotFittedError(
             f"this {type(est).__name__} is not fitted yet; call fit before using it"
         )
+
+
+def check_inverse_input(est, Z, attribute: str, n_components, *, name: str = "Z") -> np.ndarray:
+    """The input of ``inverse_transform``: a fitted ``est``, a finite matrix of ``n_components(est)`` columns."""
+    check_is_fitted(est, [attribute])
+    Z = check_array(Z, name=name)
+    width = n_components(est)
+    if Z.shape[1] != width:
+        raise DataError(f"{name} has {Z.shape[1]} columns, but the model has {width} components")
+    return Z
 
 
 def check_n_features(est, X: np.ndarray) -> None:

@@ -23,7 +23,7 @@ from ..context import NULL_CONTEXT
 from ..params import Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import check_array, check_is_fitted, check_predict_input
+from ..validation import check_array, check_inverse_input, check_predict_input
 from ._utils import flip_rows
 
 
@@ -160,6 +160,5 @@ class FastICA(Transformer):
 
     def inverse_transform(self, S):
         """Mixed signals X = S mixing_^T + mean."""
-        check_is_fitted(self, ["components_"])
-        S = check_array(S, name="S")
+        S = check_inverse_input(self, S, "components_", lambda est: est.components_.shape[0], name="S")
         return S @ self.mixing_.T + self.mean_

@@ -22,7 +22,7 @@ from ..memory import kernel_fit
 from ..params import Bool, Choice, Float, Int, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_predict_input
+from ..validation import DataError, check_array, check_inverse_input, check_is_fitted, check_predict_input
 from ._utils import flip_columns
 
 
@@ -108,5 +108,5 @@ class KernelPCA(Transformer):
         check_is_fitted(self, ["eigenvectors_"])
         if not hasattr(self, "dual_coef_"):
             raise DataError("inverse_transform needs fit_inverse_transform=true at fit time")
-        Z = check_array(Z, name="Z")
+        Z = check_inverse_input(self, Z, "eigenvectors_", lambda est: est.X_transformed_fit_.shape[1])
         return self._kernel(Z, self.X_transformed_fit_, gamma=self.gamma_) @ self.dual_coef_

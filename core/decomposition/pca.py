@@ -22,7 +22,7 @@ from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, Float, Int, OneOf, Seed
 from ..random import check_random_state
 from ..registry import register
-from ..validation import DataError, check_array, check_is_fitted, check_predict_input
+from ..validation import DataError, check_array, check_inverse_input, check_predict_input
 from ._utils import flip_rows
 
 
@@ -125,8 +125,7 @@ class PCA(Transformer):
         return Z
 
     def inverse_transform(self, Z):
-        check_is_fitted(self, ["components_"])
-        Z = check_array(Z, name="Z")
+        Z = check_inverse_input(self, Z, "components_", lambda est: est.components_.shape[0])
         if self.whiten:
             Z = Z * np.sqrt(self.explained_variance_)
         return Z @ self.components_ + self.mean_

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..tree._nodes import ranges
+
 __all__ = ["TreeArrays", "tree_arrays", "supports_tree", "LEAF", "NUMERIC", "CATEGORICAL"]
 
 LEAF, NUMERIC, CATEGORICAL = 0, 1, 2
@@ -86,7 +88,7 @@ class TreeArrays:
             if not det.all():
                 mr, mn, mw = row[~det], node[~det], w[~det]
                 cnt = self.child_ptr[mn + 1] - self.child_ptr[mn]
-                e = np.repeat(self.child_ptr[mn], cnt) + _ranges(cnt)
+                e = np.repeat(self.child_ptr[mn], cnt) + ranges(cnt)
                 nrow.append(np.repeat(mr, cnt))
                 nnode.append(self.children[e])
                 nw.append(np.repeat(mw, cnt) * self.miss_frac[e])
@@ -95,15 +97,6 @@ class TreeArrays:
             if not nz.all():
                 row, node, w = row[nz], node[nz], w[nz]
         return out
-
-
-def _ranges(counts: np.ndarray) -> np.ndarray:
-    counts = np.asarray(counts, dtype=np.intp)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.intp)
-    ends = np.cumsum(counts)
-    return np.arange(total, dtype=np.intp) - np.repeat(ends - counts, counts)
 
 
 # ----------------------------------------------------------------------------- engines
@@ -174,7 +167,7 @@ def _from_core_trees(trees, est) -> TreeArrays:
         thrs.append(np.where(t.kind == T_NUM, t.threshold, np.nan))
         # children: drop absent categories (-1) and renormalise their known-weight fractions
         counts = np.where(t.kind != T_LEAF, np.diff(t.child_ptr), 0)
-        idx = np.repeat(t.child_ptr[:-1], counts) + _ranges(counts)
+        idx = np.repeat(t.child_ptr[:-1], counts) + ranges(counts)
         owner = np.repeat(np.arange(t.node_count), counts)
         present = t.children[idx] >= 0
         keep_idx, keep_owner = idx[present], owner[present]

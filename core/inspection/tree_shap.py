@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from ..tree._nodes import ranges
 from ._trees import LEAF, TreeArrays
 
 __all__ = ["tree_shap", "tree_paths"]
@@ -47,7 +48,7 @@ def tree_paths(arrays: TreeArrays, groups: np.ndarray):
         if not inner.size:
             break
         cnt = ptr[inner + 1] - ptr[inner]
-        e = np.repeat(ptr[inner], cnt) + _ranges(cnt)
+        e = np.repeat(ptr[inner], cnt) + ranges(cnt)
         levels.append(arrays.children[e])
     width = max(1, min(len(levels) - 1, int(groups.max()) + 1 if groups.size else 1))
     if width > _MAX_SLOTS:
@@ -65,7 +66,7 @@ def tree_paths(arrays: TreeArrays, groups: np.ndarray):
         s = np.where(has, np.argmax(match, axis=1), npath[inner])
         slot[inner] = s
         cnt = ptr[inner + 1] - ptr[inner]
-        e = np.repeat(ptr[inner], cnt) + _ranges(cnt)
+        e = np.repeat(ptr[inner], cnt) + ranges(cnt)
         ch = arrays.children[e]
         par = np.repeat(np.arange(inner.size), cnt)
         p = path[inner].copy()
@@ -73,15 +74,6 @@ def tree_paths(arrays: TreeArrays, groups: np.ndarray):
         path[ch] = p[par]
         npath[ch] = (npath[inner] + ~has)[par]
     return slot, path, width
-
-
-def _ranges(counts):
-    counts = np.asarray(counts, dtype=np.intp)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.intp)
-    ends = np.cumsum(counts)
-    return np.arange(total, dtype=np.intp) - np.repeat(ends - counts, counts)
 
 
 def _weights(max_players: int):
@@ -376,8 +368,8 @@ def _expand(idx, ex, ez, node, mx, mz, na, nb, w, px, pz, inx, inz, bit, ptr, ch
     """Entries whose step needs fractional routing: one entry per (child, side) with its weight."""
     nd = node[idx]
     cnt = ptr[nd + 1] - ptr[nd]
-    e = np.repeat(ptr[nd], cnt) + _ranges(cnt)
-    pos = _ranges(cnt)
+    e = np.repeat(ptr[nd], cnt) + ranges(cnt)
+    pos = ranges(cnt)
     rep = np.repeat(idx, cnt)
     pxr, pzr = px[rep], pz[rep]
     wx = np.where(pxr >= 0, (pxr == pos).astype(float), mfrac[e])

@@ -15,9 +15,9 @@ Multiclass: one-vs-one (default, k(k-1)/2 pairwise problems, majority vote as
 LIBSVM/SVC) or one-vs-rest (``multi_class="ovr"``).  ``probability=True`` adds
 Platt scaling fitted on 5-fold cross-validated decision values (LIBSVM), coupled
 pairwise for one-vs-one (Wu, Lin & Weng 2004).  ``solver="pegasos"`` solves the
-linear primal (bias regularised, as LinearSVC) by stochastic sub-gradients (core.svm.pegasos),
+linear primal (bias regularised, as LinearSVC) by stochastic sub-gradients (core.svm._pegasos),
 then polishes the result to the exact optimum by primal Newton steps on a vanishing Huber
-smoothing of the hinge (Chapelle 2007); see core/svm/pegasos.py.
+smoothing of the hinge (Chapelle 2007); see core/svm/_pegasos.py.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from ..validation import (
     check_sample_weight,
     check_X_y,
 )
+from ._pegasos import pegasos, pegasos_multi
 from ._smo import KernelRows, solve_smo, solve_smo_batch
 from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
-from .pegasos import pegasos, pegasos_multi
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 
 __all__ = ["SVMClassifier"]
 
 # Pegasos epochs when max_iter=-1: the stochastic phase only provides the starting point of the exact
-# primal Newton refinement (pegasos.primal_newton_refine), so a few epochs suffice.
+# primal Newton refinement (_pegasos.primal_newton_refine), so a few epochs suffice.
 _PEGASOS_EPOCHS = 10
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import NotFound, TooLarge, UnsupportedMedia, invalid
+from ..errors import NotFound, UnsupportedMedia, invalid
 from ..schemas.models import DatasetCreateJSON
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
@@ -65,7 +65,7 @@ def ingest_file(meta: MetadataStore, art: ArtifactStore, path: str, kind: str, f
     return ingest_upload(meta, art, spool_file(path), kind, forced, name, max_columns)
 
 
-async def upload_stream(meta: MetadataStore, art: ArtifactStore, chunks: AsyncIterator[bytes], limit: int,
+async def upload_stream(meta: MetadataStore, art: ArtifactStore, chunks: AsyncIterator[bytes],
                         kind: str, forced: dict, name: str | None, max_columns: int | None = None) -> dict:
     """Spool a request body to a temporary file while a worker thread parses it into the dataset's files (the
     parser follows the spool as it grows): the body is never held in memory, and parsing overlaps its arrival."""
@@ -76,11 +76,7 @@ async def upload_stream(meta: MetadataStore, art: ArtifactStore, chunks: AsyncIt
                                                    max_columns))
     try:
         try:
-            total = 0
-            async for chunk in chunks:
-                total += len(chunk)
-                if total > limit:
-                    raise TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
+            async for chunk in chunks:  # the size limit is counted by the API layer (api/body.BodyLimit)
                 spool.write(chunk)
                 if task.done():  # the parser stopped early (a bad header, a malformed row): the rest is not needed
                     break
@@ -155,7 +151,7 @@ async def upload(r: ProjectRuntime, body: UploadBody, name: str | None, types: s
     ctype = body.media_type
     forced = parse_types_query(types)
     if ctype in CSV_TYPES or ctype in PARQUET_TYPES:
-        return await upload_stream(r.meta, r.art, body.chunks(), r.settings.max_body_bytes, file_kind(ctype),
+        return await upload_stream(r.meta, r.art, body.chunks(), file_kind(ctype),
                                    forced, name, r.settings.max_columns)
     if ctype == "multipart/form-data":
         return await _upload_multipart(r, body, forced, name)

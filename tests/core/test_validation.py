@@ -120,3 +120,24 @@ def test_every_native_categorical_estimator_refuses_an_out_of_range_index(name):
     y = np.array([0, 1, 0, 1] * 3)
     with pytest.raises(DataError, match="categorical_features"):
         get(name)().fit(X, y, categorical_features=[5])
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("pca", {"n_components": 2}), ("ica", {"n_components": 2, "random_state": 0}),
+     ("kernel_pca", {"n_components": 2, "fit_inverse_transform": True})],
+)
+def test_inverse_transform_checks_its_input_in_one_place(name, params):
+    from core.registry import get
+    from core.validation import NotFittedError
+
+    X = np.random.default_rng(0).normal(size=(40, 4))
+    with pytest.raises(NotFittedError):
+        get(name)(**params).inverse_transform(np.zeros((1, 2)))
+    est = get(name)(**params).fit(X)
+    Z = est.transform(X[:3])
+    assert est.inverse_transform(Z).shape == (3, 4)
+    with pytest.raises(DataError, match="has 3 columns, but the model has 2 components"):
+        est.inverse_transform(np.zeros((1, 3)))
+    with pytest.raises(DataError, match="NaN"):
+        est.inverse_transform(np.array([[np.nan, 0.0]]))

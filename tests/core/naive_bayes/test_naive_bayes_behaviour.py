@@ -28,7 +28,7 @@ def test_laplace_smoothed_die_categorical_nb():
     assert p[0] == pytest.approx(1 / 6) and p[1] == pytest.approx(1 / 12)
 
 
-def test_bernoulli_nb_laplace_formula_seed_004():
+def test_bernoulli_nb_laplace_formula():
     """[da Silva Neto §1.4.4]: phi_{j|y} = (count + 1) / (class count + 2)."""
     X = np.array([[1, 0], [1, 1], [0, 0], [1, 0], [0, 0]], dtype=float)
     y = np.array([0, 0, 0, 1, 1])
@@ -41,7 +41,7 @@ def test_bernoulli_nb_laplace_formula_seed_004():
     np.testing.assert_allclose(est.predict_joint_log_proba(x)[0], g)
 
 
-def test_multinomial_event_model_seed_004():
+def test_multinomial_event_model_laplace_formula():
     """[da Silva Neto §1.4.5]: phi_{v|k} = (count of word v in class k + 1) / (words in k + V)."""
     X = np.array([[2, 1, 0], [1, 0, 0], [0, 1, 3]], dtype=float)
     y = np.array(["ham", "ham", "spam"])

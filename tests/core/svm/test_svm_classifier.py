@@ -328,7 +328,7 @@ def test_pegasos_reaches_the_hinge_optimum_duality_gap():
     lower = _hinge_dual_bound(X, yb, u)
     assert lower <= primal <= lower * (1 + 1e-6)
     # the stochastic phase alone is far from it (what the refinement is for)
-    from core.svm.pegasos import pegasos
+    from core.svm._pegasos import pegasos
 
     w, b, _ = pegasos(X, yb, u, 1.0, n_epochs=10, rng=np.random.default_rng(0), refine=False)
     assert _hinge_primal(X, yb, w, b, u) > 1.01 * primal
@@ -456,7 +456,7 @@ def test_refit_drops_attributes_of_the_previous_fit():
 
 
 def test_pegasos_multi_column_equals_single_problem():
-    from core.svm.pegasos import pegasos, pegasos_multi
+    from core.svm._pegasos import pegasos, pegasos_multi
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 5))
