@@ -13,6 +13,7 @@ from ..memory import forest_fit
 from ..registry import register
 from ..validation import check_array, check_target
 from ._bagging import BaseBagging, bagging_params
+from ._oob import oob_classification
 
 __all__ = ["BaggingClassifier"]
 
@@ -54,10 +55,7 @@ class BaggingClassifier(BaseBagging, Classifier):
 
     def _oob_score_and_attributes(self, total, n_oob, y):
         """Accuracy of the out-of-bag vote."""
-        ok = n_oob > 0
-        dec = np.where(ok[:, None], total / np.maximum(n_oob, 1)[:, None], np.nan)
-        hit = np.argmax(total[ok], axis=1) == y[ok]
-        return {"oob_decision_function_": dec, "oob_score_": float(np.mean(hit)) if ok.any() else np.nan}
+        return oob_classification(total, n_oob, y)
 
     def predict_proba(self, X):
         return self._mean_output(X)

@@ -9,6 +9,7 @@ from ..memory import forest_fit
 from ..registry import register
 from ..validation import check_X_y
 from ._bagging import BaseBagging, bagging_params
+from ._oob import oob_regression
 
 __all__ = ["BaggingRegressor"]
 
@@ -36,12 +37,7 @@ class BaggingRegressor(BaseBagging, Regressor):
 
     def _oob_score_and_attributes(self, total, n_oob, y):
         """R^2 of the out-of-bag mean prediction."""
-        ok = n_oob > 0
-        pred = np.where(ok, total / np.maximum(n_oob, 1), np.nan)
-        yt = y[ok]
-        ss = float(np.sum((yt - yt.mean()) ** 2)) if ok.any() else 0.0
-        score = 1.0 - float(np.sum((yt - pred[ok]) ** 2)) / ss if ss > 0 else np.nan
-        return {"oob_prediction_": pred, "oob_score_": score}
+        return oob_regression(total, n_oob, y)
 
     def predict(self, X):
         return self._mean_output(X)

@@ -15,6 +15,7 @@ from ..memory import forest_fit
 from ..registry import register
 from ..tree._base import FitTarget, classifier_target
 from ._forest import BaseForest, forest_params, oob_values
+from ._oob import oob_classification
 
 __all__ = ["RandomForestClassifier"]
 
@@ -37,11 +38,7 @@ class RandomForestClassifier(BaseForest, Classifier):
     def _oob_score_and_attributes(self, table, X, y, counts) -> dict:
         """Accuracy of the out-of-bag soft vote."""
         total, n_oob = oob_values(table, X, counts)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dec = np.where(n_oob[:, None] > 0, total / np.maximum(n_oob, 1)[:, None], np.nan)
-        ok = n_oob > 0
-        hit = np.argmax(dec[ok], axis=1) == y[ok]
-        return {"oob_decision_function_": dec, "oob_score_": float(np.mean(hit)) if ok.any() else np.nan}
+        return oob_classification(total, n_oob, y)
 
     def predict_proba(self, X):
         if self.voting == "hard":

@@ -7,13 +7,12 @@ feature subset per split (default: all features, as scikit-learn's 1.0).
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..base import Regressor
 from ..memory import forest_fit
 from ..registry import register
 from ..tree._base import FitTarget, regressor_target
 from ._forest import BaseForest, forest_params, oob_values
+from ._oob import oob_regression
 
 __all__ = ["RandomForestRegressor"]
 
@@ -37,15 +36,7 @@ class RandomForestRegressor(BaseForest, Regressor):
     def _oob_score_and_attributes(self, table, X, y, counts) -> dict:
         """R^2 of the out-of-bag mean prediction."""
         total, n_oob = oob_values(table, X, counts)
-        ok = n_oob > 0
-        pred = np.where(ok, total[:, 0] / np.maximum(n_oob, 1), np.nan)
-        if ok.sum() > 1:
-            yt = y[ok]
-            ss = float(np.sum((yt - yt.mean()) ** 2))
-            score = 1.0 - float(np.sum((yt - pred[ok]) ** 2)) / ss if ss > 0 else 0.0
-        else:
-            score = np.nan
-        return {"oob_prediction_": pred, "oob_score_": score}
+        return oob_regression(total[:, 0], n_oob, y)
 
     def predict(self, X):
         return self._forest_values(X)[:, 0]

@@ -83,3 +83,24 @@ def test_single_class_bag_is_handled():
     p = m.predict_proba(X)
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     assert any(type(e).__name__ == "ConstantMember" for e in m.estimators_)
+
+
+def test_forests_and_bagging_score_out_of_bag_by_one_rule():
+    """The same out-of-bag rule for the forests and bagging: R^2 1.0 on a constant target predicted exactly, the
+    vote's accuracy for classifiers, NaN with fewer than two out-of-bag rows."""
+    import numpy as np
+
+    from core.ensemble._oob import oob_classification, oob_regression
+    from core.registry import get
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    for name in ("random_forest_regressor", "bagging_regressor"):
+        est = get(name)(n_estimators=8, oob_score=True, random_state=0).fit(X, np.full(60, 3.0))
+        assert est.oob_score_ == 1.0, name
+    y = (X[:, 0] > 0).astype(int)
+    scores = [get(name)(n_estimators=15, oob_score=True, random_state=0).fit(X, y).oob_score_
+              for name in ("random_forest_classifier", "bagging_classifier")]
+    assert all(0.5 < s <= 1.0 for s in scores)
+    assert np.isnan(oob_regression(np.array([1.0, 0.0]), np.array([1, 0]), np.array([1.0, 2.0]))["oob_score_"])
+    out = oob_classification(np.array([[2.0, 0.0], [0.0, 0.0]]), np.array([2, 0]), np.array([0, 1]))
+    assert out["oob_score_"] == 1.0 and np.isnan(out["oob_decision_function_"][1]).all()
