@@ -22,6 +22,7 @@ __all__ = [
     "check_target",
     "check_sample_weight",
     "check_categorical_features",
+    "class_weight_vector",
     "check_is_fitted",
     "check_n_features",
     "check_predict_input",
@@ -147,6 +148,31 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     if w.sum() <= 0:
         raise DataError("sample_weight must not be all zero")
     return w
+
+
+def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray, sample_weight=None) -> np.ndarray:
+    """Per-class weights, indexed by class code, as scikit-learn's ``compute_class_weight``: None -> ones;
+    "balanced" -> n / (k * count of the class) (counts weighted by ``sample_weight`` when given, as its linear
+    models do; a class with no weight gets 0); a dict label -> weight, whose keys may be the labels or their
+    string form (JSON keys are strings)."""
+    k = len(classes)
+    if class_weight is None:
+        return np.ones(k)
+    if isinstance(class_weight, str):  # "balanced"
+        sw = np.ones(len(codes)) if sample_weight is None else sample_weight
+        counts = np.bincount(codes, weights=sw, minlength=k).astype(np.float64)
+        with np.errstate(divide="ignore"):
+            return np.where(counts > 0, float(sw.sum()) / (k * counts), 0.0)
+    from .params import ParamError
+
+    out = np.ones(k)
+    lookup = {str(c): i for i, c in enumerate(classes.tolist())}
+    for key, val in class_weight.items():
+        i = lookup.get(str(key))
+        if i is None:
+            raise ParamError("class_weight", f"label {key!r} is not a class of y ({list(lookup)})")
+        out[i] = float(val)
+    return out
 
 
 def check_categorical_features(categorical_features, n_features: int, *, default: bool = False) -> np.ndarray:

@@ -18,7 +18,6 @@ __all__ = [
     "solve_ridge_cholesky",
     "solve_ridge_svd",
     "lipschitz_sq",
-    "class_weight_vector",
 ]
 
 
@@ -122,31 +121,6 @@ def lipschitz_sq(X, sw=None, n_iter: int = 30, seed: int = 0) -> float:
             break
         lam = lam_new
     return lam * 1.01
-
-
-def class_weight_vector(class_weight, classes, codes, sample_weight=None) -> np.ndarray:
-    """Per-class weights: None -> ones; "balanced" -> n / (k * bincount) (sample-weighted
-    counts when ``sample_weight`` is given, as sklearn); dict label -> weight.
-
-    Dict keys may be the labels themselves or their string form (JSON keys are strings).
-    """
-    k = len(classes)
-    if class_weight is None:
-        return np.ones(k)
-    if isinstance(class_weight, str):  # "balanced"
-        sw = np.ones(len(codes)) if sample_weight is None else sample_weight
-        counts = np.bincount(codes, weights=sw, minlength=k)
-        return float(sw.sum()) / (k * np.maximum(counts, 1e-300))
-    from ..params import ParamError
-
-    out = np.ones(k)
-    lookup = {str(c): i for i, c in enumerate(classes.tolist())}
-    for key, val in class_weight.items():
-        i = lookup.get(str(key))
-        if i is None:
-            raise ParamError("class_weight", f"label {key!r} is not a class of y")
-        out[i] = float(val)
-    return out
 
 
 def linear_scores(X, coef, intercept, *, binary: bool = False) -> np.ndarray:

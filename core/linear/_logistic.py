@@ -37,8 +37,8 @@ from ..base import Classifier
 from ..context import NULL_CONTEXT
 from ..params import Bool, Choice, DictOf, Float, Int, OneOf, ParamError, Seed
 from ..random import check_random_state
-from ..validation import check_predict_input, check_sample_weight, check_X_y, is_one_clean_row
-from ._common import binary_labels, class_weight_vector, linear_scores, lipschitz_sq
+from ..validation import check_predict_input, check_sample_weight, check_X_y, class_weight_vector, is_one_clean_row
+from ._common import binary_labels, linear_scores, lipschitz_sq
 from ._optim import accelerated_gradient, cholesky_direction, minibatch_sgd, newton_minimize, soft_threshold
 
 LOGISTIC_PARAMS = {

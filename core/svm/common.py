@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import KernelSpec, build_kernel
-from ..params import Choice, DictOf, Float, Int, OneOf, ParamError
+from ..params import Choice, DictOf, Float, Int, OneOf
 
-__all__ = ["gamma_spec", "kernel_params", "class_weight_vector", "make_kernel"]
+__all__ = ["gamma_spec", "kernel_params", "make_kernel"]
 
 
 def gamma_spec(default="scale"):
@@ -35,24 +35,6 @@ def class_weight_spec():
         nullable=True,
         doc="Per-class multiplier of C: 'balanced' (n / (k n_c)) or {label: weight}.",
     )
-
-
-def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Weights per class code (ones by default), as scikit-learn's compute_class_weight."""
-    k = len(classes)
-    if class_weight is None:
-        return np.ones(k)
-    if class_weight == "balanced":
-        counts = np.bincount(codes, minlength=k).astype(np.float64)
-        return len(codes) / (k * counts)
-    w = np.ones(k)
-    lookup = {str(c): i for i, c in enumerate(classes.tolist())}
-    for key, val in class_weight.items():
-        idx = lookup.get(str(key))
-        if idx is None:
-            raise ParamError("class_weight", f"label {key!r} is not a class of y ({list(lookup)})")
-        w[idx] = float(val)
-    return w
 
 
 def make_kernel(p: dict, X: np.ndarray):

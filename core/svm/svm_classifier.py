@@ -38,10 +38,11 @@ from ..validation import (
     check_predict_input,
     check_sample_weight,
     check_X_y,
+    class_weight_vector,
 )
 from ._pegasos import pegasos, pegasos_multi
 from ._smo import KernelRows, solve_smo, solve_smo_batch
-from .common import class_weight_spec, class_weight_vector, kernel_params, make_kernel
+from .common import class_weight_spec, kernel_params, make_kernel
 from .probability import pairwise_coupling, sigmoid_predict, sigmoid_train
 
 __all__ = ["SVMClassifier"]

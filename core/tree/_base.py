@@ -30,6 +30,7 @@ from ..validation import (
     check_predict_input,
     check_sample_weight,
     check_target,
+    class_weight_vector,
 )
 from ._binning import (
     AUTO_HIST_MIN_SAMPLES,
@@ -42,7 +43,7 @@ from ._predictor import NodeTable
 from ._pruning import cost_complexity_prune, reduced_error_prune
 
 __all__ = ["Fraction", "tree_params", "group_rare", "regroup", "MIN_CATEGORY_COUNT",
-           "resolve_tree_settings", "fit_one_tree", "class_weight_vector",
+           "resolve_tree_settings", "fit_one_tree",
            "reduced_error_prune", "cost_complexity_prune", "max_features_spec", "FitTarget",
            "classifier_target", "regressor_target", "BaseDecisionTree"]
 
@@ -143,24 +144,6 @@ def use_hist(p: dict, n_samples: int) -> bool:
     return sp == "hist" or (sp == "auto" and n_samples > AUTO_HIST_MIN_SAMPLES)
 
 
-def class_weight_vector(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
-    """Per-class weights (None when unweighted)."""
-    if class_weight is None:
-        return None
-    K = len(classes)
-    if class_weight == "balanced":
-        counts = np.bincount(codes, minlength=K).astype(float)
-        with np.errstate(divide="ignore"):
-            return np.where(counts > 0, codes.size / (K * counts), 0.0)
-    cw = np.ones(K)
-    lookup = {str(c): i for i, c in enumerate(classes.tolist())}
-    for key, val in class_weight.items():
-        if str(key) not in lookup:
-            raise ParamError("class_weight", f"label {key!r} is not a class of y")
-        cw[lookup[str(key)]] = val
-    return cw
-
-
 def prepare_X(X, categorical_features, *, name="X"):
     X = check_array(X, allow_nan=True, name=name)
     is_cat = check_categorical_features(categorical_features, X.shape[1])
@@ -238,9 +221,8 @@ def classifier_target(y, n_samples: int, sample_weight, class_weight) -> FitTarg
                 cwv = np.where(per > 0, cnt.sum() / (K * per), 0.0)
             return cwv[yc]
     else:
-        cw = class_weight_vector(class_weight, classes, codes)
-        if cw is not None:
-            w = w * cw[codes]
+        if class_weight is not None:
+            w = w * class_weight_vector(class_weight, classes, codes)[codes]
     return FitTarget(codes, K, w, class_weight_fn=cw_fn, stratify=codes,
                      attrs={"classes_": classes, "n_classes_": K})
 

@@ -141,3 +141,21 @@ def test_inverse_transform_checks_its_input_in_one_place(name, params):
         est.inverse_transform(np.zeros((1, 3)))
     with pytest.raises(DataError, match="NaN"):
         est.inverse_transform(np.array([[np.nan, 0.0]]))
+
+
+def test_class_weights_one_rule_for_every_classifier():
+    from sklearn.utils.class_weight import compute_class_weight
+
+    from core.params import ParamError
+    from core.validation import class_weight_vector
+
+    classes = np.array(["a", "b", "c"])
+    codes = np.array([0, 0, 0, 1, 2, 2])
+    np.testing.assert_array_equal(class_weight_vector(None, classes, codes), np.ones(3))
+    np.testing.assert_allclose(class_weight_vector("balanced", classes, codes),
+                               compute_class_weight("balanced", classes=classes, y=classes[codes]))
+    sw = np.array([1.0, 1.0, 1.0, 0.0, 2.0, 2.0])  # class "b" carries no weight: 0, not a division by zero
+    np.testing.assert_allclose(class_weight_vector("balanced", classes, codes, sw), [7 / 9, 0.0, 7 / 12])
+    np.testing.assert_array_equal(class_weight_vector({"b": 3, "c": "0.5"}, classes, codes), [1.0, 3.0, 0.5])
+    with pytest.raises(ParamError, match="'z' is not a class of y"):
+        class_weight_vector({"z": 1}, classes, codes)
