@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from ..base import Classifier
+from .._posterior import LogPosteriorClassifier
 from ..context import NULL_CONTEXT
-from ..naive_bayes._base import log_softmax, softmax
 from ..params import Choice, Float, ListOf, OneOf, ParamError
 from ..validation import DataError, check_predict_input, check_X_y
 
@@ -112,7 +111,7 @@ class GaussianScorer:
         return -0.5 * (out + self.logdets + d * np.log(2.0 * np.pi))
 
 
-class DiscriminantClassifier(Classifier):
+class DiscriminantClassifier(LogPosteriorClassifier):
     """Base: subclasses implement ``_decision(X)`` = log prior + log likelihood (up to a constant)."""
 
     def _check(self, X) -> np.ndarray:
@@ -123,15 +122,8 @@ class DiscriminantClassifier(Classifier):
         """Unnormalised log posterior of every class (n, K)."""
         return self._decision(self._check(X))
 
-    def predict_log_proba(self, X) -> np.ndarray:
-        return log_softmax(self.decision_function(X))
-
-    def predict_proba(self, X) -> np.ndarray:
-        return softmax(self.decision_function(X), copy=False)
-
-    def predict(self, X):
-        scores = self.decision_function(X)
-        return self.classes_[np.argmax(scores, axis=1)]
+    def _log_posterior(self, X) -> np.ndarray:
+        return self.decision_function(X)
 
 
 class ClassGaussianDiscriminant(DiscriminantClassifier):

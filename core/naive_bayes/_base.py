@@ -9,27 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import Classifier
+from .._posterior import LogPosteriorClassifier
 from ..params import Bool, Float, ListOf, ParamError
 from ..validation import check_predict_input
-
-
-def log_softmax(s: np.ndarray) -> np.ndarray:
-    """``s - logsumexp(s)`` row-wise (rows of -inf stay finite where possible)."""
-    m = np.max(s, axis=1, keepdims=True)
-    m[~np.isfinite(m)] = 0.0
-    z = s - m
-    return z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
-
-
-def softmax(s: np.ndarray, *, copy: bool = True) -> np.ndarray:
-    """``exp(s - logsumexp(s))`` row-wise (in place on ``s`` when ``copy=False``)."""
-    m = np.max(s, axis=1, keepdims=True)
-    m[~np.isfinite(m)] = 0.0
-    e = np.subtract(s, m) if copy else np.subtract(s, m, out=s)
-    np.exp(e, out=e)
-    e /= np.sum(e, axis=1, keepdims=True)
-    return e
 
 
 def one_hot(codes: np.ndarray, n_classes: int, weights: np.ndarray) -> np.ndarray:
@@ -77,7 +59,7 @@ DISCRETE_PARAMS = {
 }
 
 
-class NaiveBayes(Classifier):
+class NaiveBayes(LogPosteriorClassifier):
     """Base: subclasses implement ``_jll(X)`` (unnormalised log posterior, (n, K))."""
 
     allow_nan_predict = False
@@ -90,12 +72,5 @@ class NaiveBayes(Classifier):
         """``log pi_k + log p(x | c_k)`` for every class (n, K)."""
         return self._jll(self._check_predict_X(X))
 
-    def predict_log_proba(self, X) -> np.ndarray:
-        return log_softmax(self.predict_joint_log_proba(X))
-
-    def predict_proba(self, X) -> np.ndarray:
-        return softmax(self.predict_joint_log_proba(X), copy=False)
-
-    def predict(self, X):
-        scores = self.predict_joint_log_proba(X)
-        return self.classes_[np.argmax(scores, axis=1)]
+    def _log_posterior(self, X) -> np.ndarray:
+        return self.predict_joint_log_proba(X)
