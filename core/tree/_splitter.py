@@ -111,6 +111,8 @@ class Splitter:
         # width of each feature's key range in the compact (node, feature, bin) key space: its bins, and
         # one more for the missing code when values are missing
         self.width = binned.n_bins.astype(np.intp) + (1 if binned.has_missing else 0)
+        # squared error on numeric features without missing values: the fused path (``_simple_splits``)
+        self.simple = criterion == "squared_error" and not binned.has_missing and not bool(binned.is_cat.any())
 
     # ------------------------------------------------------------------ level
     def choose_features(self, cand: np.ndarray, node_tree: np.ndarray) -> np.ndarray:
@@ -172,6 +174,8 @@ class Splitter:
     def _chunk(self, nodes, feats, rows, block_nodes) -> Splits | None:
         """Splits of the chunk's nodes; ``block_nodes``: the first (chunk-local) node of each block."""
         seg, code, cnt, st, K = self._histograms(nodes, feats, rows)
+        if self.simple:
+            return self._simple_splits(nodes, feats, seg, code, cnt, st, rows, block_nodes)
         e = self._entry_scores(nodes, feats, seg, code, cnt, st, K, rows, block_nodes)
         if e is None:
             return None
@@ -486,6 +490,121 @@ class Splitter:
             nU=nU, gain=gain, valid=valid, score=score if ratio else None, enode=enode, efeat=efeat, ecat=ecat,
             code=code, seg_start=seg_start, seg_end=seg_end, seg_id=seg_id, WL=WL, Wk=Wk, W_e=W_e, N=N,
         )
+
+    # ------------------------------------------------------------------ fused path
+    def _simple_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
+        """``_entry_scores`` and ``_best_splits`` for squared error on numeric features without missing
+        values, with fewer NumPy calls: the same operations on the same numbers in the same order (every
+        entry is known and numeric; left, right and segment totals share one impurity call, the count
+        channel shares the cumulative sum), so the same splits bit for bit."""
+        mf, msl, binned = self.mf, self.msl, self.binned
+        nU = seg.size
+        # cumulative sums of (w, wy, wy^2[, count]) in one buffer with a leading zero row
+        unit = rows.r_w is None and rows.r_f is None  # w and the count are the same numbers
+        C = 3 if unit else 4
+        cs = np.empty((nU + 1, C))
+        cs[0] = 0.0
+        if unit:
+            cs[1:] = st
+        else:
+            cs[1:, :3] = st
+            cs[1:, 3] = cnt
+        new_seg = _run_mask(seg)
+        seg_start = np.flatnonzero(new_seg)
+        seg_id = np.cumsum(new_seg)
+        seg_id -= 1
+        if block_nodes.size == 1:
+            np.cumsum(cs[1:], axis=0, out=cs[1:])
+            bidx = seg_start.copy()  # row of cs holding the cumulative sum before the segment
+            bidx[0] = 0
+        else:  # each block its own cumulative sums (the same numbers as the block alone)
+            enode = seg // mf
+            bent = np.searchsorted(enode, block_nodes)
+            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
+                np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
+            first = np.zeros(nU, dtype=bool)
+            first[bent] = True
+            bidx = np.where(first[seg_start], 0, seg_start)
+            del first, bent, enode
+        seg_end = np.empty_like(seg_start)
+        seg_end[:-1] = seg_start[1:]
+        seg_end[-1] = nU
+        seg_end -= 1
+        nS = seg_start.size
+        # rows [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
+        LR = np.empty((2 * nU + nS, C))
+        left = LR[:nU]
+        np.subtract(cs[1:], np.take(cs, np.take(bidx, seg_id), axis=0), out=left)
+        del cs
+        tot_seg = LR[2 * nU :]
+        np.take(left, seg_end, axis=0, out=tot_seg)
+        np.subtract(np.take(tot_seg, seg_id, axis=0), left, out=LR[nU : 2 * nU])
+        imp = impurity(LR[:, :3], "squared_error")
+        impL, impR = imp[:nU], imp[nU : 2 * nU]
+        impK = np.take(imp[2 * nU :], seg_id)
+        WL = left[:, 0].copy()
+        Wk_seg = tot_seg[:, 0].copy()
+        Wk = np.take(Wk_seg, seg_id)
+        kc = 0 if unit else 3  # the count channel
+        cleft = left[:, kc]
+        cright = LR[nU : 2 * nU, kc]  # the segment's count minus cleft
+        count_ok = cleft >= msl
+        count_ok &= cright >= msl
+        enode_seg = np.take(seg, seg_start) // mf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Wnode = rows.Wn[np.take(nodes, enode_seg)]
+            F = np.take(np.where(Wnode > 0, Wk_seg / Wnode, 0.0), seg_id)
+            WR = Wk - WL
+            num_ok = count_ok
+            num_ok[seg_end] = False  # the last entry of a segment has no next bin
+            num_ok &= WL > 0
+            num_ok &= WR > 0
+            gain = WL * impL
+            t = WR * impR
+            gain += t
+            del t
+            gain /= Wk
+            np.subtract(impK, gain, out=gain)
+            gain *= F
+            np.copyto(gain, -np.inf, where=~num_ok)
+            del F, impK, impL, impR, imp, num_ok
+            valid = np.isfinite(gain)
+        if not valid.any():
+            return None
+        # best entry per node: the first entry with the node's largest gain
+        seg_node = enode_seg
+        node_new = _run_mask(seg_node)
+        nseg_start = np.flatnonzero(node_new)
+        node_start = np.take(seg_start, nseg_start)
+        gbest = np.maximum.reduceat(gain, node_start)
+        node_id_of = np.take(np.cumsum(node_new) - 1, seg_id)
+        is_top = gain >= np.take(gbest, node_id_of)
+        is_top &= valid
+        best_entry = np.minimum.reduceat(np.where(is_top, np.arange(nU), nU), node_start)
+        has = best_entry < nU
+        sel = np.flatnonzero(has & (gbest >= -1e-12))
+        if sel.size == 0:
+            return None
+        be = best_entry[sel]
+        bn = seg_node[nseg_start[sel]]
+        bseg = np.take(seg, be)
+        bfeat = bseg % mf if (mf == self.n_features and feats.strides[0] == 0) else \
+            np.take(np.ascontiguousarray(feats).reshape(-1), bseg)
+        bcode = np.take(code, be)
+        ncode = np.take(code, be + 1)  # a valid entry has a next bin in its segment
+        hi = binned.bin_hi[bfeat, bcode]
+        lo = binned.bin_lo[bfeat, ncode]
+        thr = 0.5 * (hi + lo)
+        thr = np.where((thr >= lo) | ~np.isfinite(thr), hi, thr)  # rounding guard (as scikit-learn)
+        n = sel.size
+        slots = np.zeros(2 * n, dtype=np.intp)
+        slots[1::2] = 1
+        fracs = np.empty(2 * n)
+        wl, wk = np.take(WL, be), np.take(Wk, be)
+        np.divide(wl, wk, out=fracs[0::2])
+        np.divide(wk - wl, wk, out=fracs[1::2])
+        return Splits(nodes[bn], bfeat, np.zeros(n, dtype=bool), bcode, thr, gbest[sel],
+                      np.full(n, 2, dtype=np.intp), slots, fracs)
 
     # ------------------------------------------------------------------ best split per node
     def _best_splits(self, nodes, e) -> Splits | None:
