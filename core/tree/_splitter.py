@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binning import Binned
-from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, xlog2x
+from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, squared_error_impurity, xlog2x
 from ._tree import ranges
 
 __all__ = ["Splitter", "Splits"]
@@ -184,7 +184,8 @@ class Splitter:
     # ------------------------------------------------------------------ histograms
     def _histograms(self, nodes, feats, rows):
         """Non-empty (node, feature, bin) cells of the chunk, in ascending (node, slot, bin) order: their
-        (node * mf + slot) and bin, known counts and weighted totals."""
+        (node * mf + slot) and bin, known counts and weighted totals ((cells, S); (S, cells) for the fused
+        path)."""
         starts, r_s, r_f, r_w = rows.starts, rows.r_s, rows.r_f, rows.r_w
         codes, yc, mf, Bp1, S, regression = self.codes, self.yc, self.mf, self.Bp1, self.S, self.regression
         # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
@@ -260,6 +261,8 @@ class Splitter:
             del cnt_full
             st = np.take(st_full if regression else st_full.reshape(Kc, S), U, axis=0)
             del st_full
+            if self.simple:
+                st = st.T
         else:
             comb = np.take(slot_off.reshape(N, mf), local, axis=0)  # (R, mf) int64 key
             comb += cg
@@ -282,14 +285,14 @@ class Splitter:
                 cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
                 if regression:
                     st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(flat, weights=rep(v), minlength=nU)
-                                   for c, v in enumerate(chan_vals)], axis=1)
+                                   for c, v in enumerate(chan_vals)], axis=0 if self.simple else 1)
                 else:
                     comb *= S  # in place: flat becomes the (entry, class) key
                     comb += yc[s][:, None]
                     st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
                 if not nz.all():
-                    U, cnt, st = U[nz], cnt[nz], st[nz]
+                    U, cnt, st = U[nz], cnt[nz], (st[:, nz] if self.simple else st[nz])
                 del nz
             else:
                 if M >= 1 << 14 and N * mf <= 1 << 16 and Bp1 <= 1 << 16:
@@ -306,7 +309,7 @@ class Splitter:
                 cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
                 if regression:
                     st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(inv, weights=rep(v), minlength=nU)
-                                   for c, v in enumerate(chan_vals)], axis=1)
+                                   for c, v in enumerate(chan_vals)], axis=0 if self.simple else 1)
                 else:
                     inv *= S
                     inv += np.repeat(yc[s], mf)
@@ -494,34 +497,33 @@ class Splitter:
     # ------------------------------------------------------------------ fused path
     def _simple_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
         """``_entry_scores`` and ``_best_splits`` for squared error on numeric features without missing
-        values, with fewer NumPy calls: the same operations on the same numbers in the same order (every
-        entry is known and numeric; left, right and segment totals share one impurity call, the count
-        channel shares the cumulative sum), so the same splits bit for bit."""
+        values, with fewer NumPy calls on contiguous channels: the same operations on the same numbers
+        in the same order (every entry is known and numeric; the totals are channel-major (w, wy, wy^2
+        [, count]) rows, left, right and segment totals share one impurity call, the count channel
+        shares the cumulative sum), so the same splits bit for bit.  ``st``: (3, cells)."""
         mf, msl, binned = self.mf, self.msl, self.binned
         nU = seg.size
-        # cumulative sums of (w, wy, wy^2[, count]) in one buffer with a leading zero row
+        # cumulative sums of (w, wy, wy^2[, count]) in one buffer with a leading zero column
         unit = rows.r_w is None and rows.r_f is None  # w and the count are the same numbers
         C = 3 if unit else 4
-        cs = np.empty((nU + 1, C))
-        cs[0] = 0.0
-        if unit:
-            cs[1:] = st
-        else:
-            cs[1:, :3] = st
-            cs[1:, 3] = cnt
+        cs = np.empty((C, nU + 1))
+        cs[:, 0] = 0.0
+        cs[:3, 1:] = st
+        if not unit:
+            cs[3, 1:] = cnt
         new_seg = _run_mask(seg)
         seg_start = np.flatnonzero(new_seg)
         seg_id = np.cumsum(new_seg)
         seg_id -= 1
         if block_nodes.size == 1:
-            np.cumsum(cs[1:], axis=0, out=cs[1:])
-            bidx = seg_start.copy()  # row of cs holding the cumulative sum before the segment
+            np.cumsum(cs[:, 1:], axis=1, out=cs[:, 1:])
+            bidx = seg_start.copy()  # column of cs holding the cumulative sum before the segment
             bidx[0] = 0
         else:  # each block its own cumulative sums (the same numbers as the block alone)
             enode = seg // mf
             bent = np.searchsorted(enode, block_nodes)
             for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
-                np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
+                np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
             first = np.zeros(nU, dtype=bool)
             first[bent] = True
             bidx = np.where(first[seg_start], 0, seg_start)
@@ -531,25 +533,23 @@ class Splitter:
         seg_end[-1] = nU
         seg_end -= 1
         nS = seg_start.size
-        # rows [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
-        LR = np.empty((2 * nU + nS, C))
-        left = LR[:nU]
-        np.subtract(cs[1:], np.take(cs, np.take(bidx, seg_id), axis=0), out=left)
+        # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
+        LR = np.empty((C, 2 * nU + nS))
+        left = LR[:, :nU]
+        np.subtract(cs[:, 1:], np.take(cs, np.take(bidx, seg_id), axis=1), out=left)
         del cs
-        tot_seg = LR[2 * nU :]
-        np.take(left, seg_end, axis=0, out=tot_seg)
-        np.subtract(np.take(tot_seg, seg_id, axis=0), left, out=LR[nU : 2 * nU])
-        imp = impurity(LR[:, :3], "squared_error")
+        tot_seg = LR[:, 2 * nU :]
+        np.take(left, seg_end, axis=1, out=tot_seg)
+        np.subtract(np.take(tot_seg, seg_id, axis=1), left, out=LR[:, nU : 2 * nU])
+        imp = squared_error_impurity(LR[0], LR[1], LR[2])
         impL, impR = imp[:nU], imp[nU : 2 * nU]
         impK = np.take(imp[2 * nU :], seg_id)
-        WL = left[:, 0].copy()
-        Wk_seg = tot_seg[:, 0].copy()
+        WL = LR[0, :nU]
+        Wk_seg = LR[0, 2 * nU :]
         Wk = np.take(Wk_seg, seg_id)
         kc = 0 if unit else 3  # the count channel
-        cleft = left[:, kc]
-        cright = LR[nU : 2 * nU, kc]  # the segment's count minus cleft
-        count_ok = cleft >= msl
-        count_ok &= cright >= msl
+        count_ok = LR[kc, :nU] >= msl
+        count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
         enode_seg = np.take(seg, seg_start) // mf
         with np.errstate(divide="ignore", invalid="ignore"):
             Wnode = rows.Wn[np.take(nodes, enode_seg)]
@@ -568,7 +568,7 @@ class Splitter:
             gain *= F
             np.copyto(gain, -np.inf, where=~num_ok)
             del F, impK, impL, impR, imp, num_ok
-            valid = np.isfinite(gain)
+        valid = np.isfinite(gain)
         if not valid.any():
             return None
         # best entry per node: the first entry with the node's largest gain
