@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import xlogy
 
-__all__ = ["impurity", "squared_error_impurity", "xlog2x", "weighted_median_dev", "mae_entry_impurities", "REGRESSION_CRITERIA"]
+__all__ = ["impurity", "squared_error_impurity", "xlog2x", "weighted_median_dev", "mae_entry_impurities",
+           "REGRESSION_CRITERIA"]
 
 _LN2 = float(np.log(2.0))
 REGRESSION_CRITERIA = ("squared_error", "absolute_error")
