@@ -266,6 +266,9 @@ class Splitter:
             del st_full
             if self.simple:
                 st = st.T
+            # compact keys back to (node * mf + slot, bin)
+            ns = np.searchsorted(slot_off, U, side="right") - 1
+            code = U - slot_off[ns]
         else:
             comb = np.take(slot_off.reshape(N, mf), local, axis=0)  # (R, mf) int64 key
             comb += cg
@@ -286,6 +289,8 @@ class Splitter:
                 rank[U] = np.arange(nU, dtype=rank.dtype)
                 flat[:] = np.take(rank, flat)  # in place: flat (a view of comb) becomes the entry index
                 del rank
+                pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
+                pair[flat] = np.arange(M)
                 cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
                 if regression:
                     st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(flat, weights=rep(v), minlength=nU)
@@ -296,7 +301,7 @@ class Splitter:
                     st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
                 if not nz.all():
-                    U, cnt, st = U[nz], cnt[nz], (st[:, nz] if self.simple else st[nz])
+                    U, cnt, st, pair = U[nz], cnt[nz], (st[:, nz] if self.simple else st[nz]), pair[nz]
                 del nz
             else:
                 if M >= 1 << 14 and N * mf <= 1 << 16 and Bp1 <= 1 << 16:
@@ -310,6 +315,8 @@ class Splitter:
                     U, inv = _unique_inverse(flat)
                 del comb, flat
                 nU = U.size
+                pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
+                pair[inv] = np.arange(M)
                 cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
                 if regression:
                     st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(inv, weights=rep(v), minlength=nU)
@@ -320,9 +327,11 @@ class Splitter:
                     st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 del inv
             comb = flat = None
-        # compact keys back to (node * mf + slot, bin)
-        ns = np.searchsorted(slot_off, U, side="right") - 1
-        code = U - slot_off[ns]
+            # (node * mf + slot, bin) of every entry, read from one of its pairs
+            prow, ns = np.divmod(pair, mf)
+            ns += np.take(local, prow) * mf
+            code = np.take(cg.reshape(-1), pair).astype(np.intp)
+            del pair, prow
         if self.binned.has_missing:
             code[code == wid[ns] - 1] = Bp1 - 1
         return ns, code, cnt, st, K
