@@ -150,6 +150,8 @@ class Splitter:
         lens = rows.starts[cand + 1] - rows.starts[cand]
         cum = np.cumsum(lens)
         if rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]:  # one tree
+            if int(cum[-1]) <= row_budget:  # one block, one chunk (what the loops below give)
+                return self._chunk(cand, feats_all, rows, np.zeros(1, dtype=np.intp))
             tcut = [0, cand.size]
         else:
             tcut = [0, *(_run_starts(rows.node_tree[cand])[1:].tolist()), cand.size]
