@@ -213,13 +213,13 @@ class Splitter:
         yv = rows.r_y[ridx] if regression else None  # centred targets (each tree its own offset)
         del ridx
         if mf == codes.shape[1] and feats.strides[0] == 0:  # choose_features' broadcast of every feature
-            cg = np.take(codes, s, axis=0)  # (R, mf) small-int codes, every feature in order
+            cg = codes.take(s, axis=0)  # (R, mf) small-int codes, every feature in order
         else:
             # (R, mf) codes of each node's candidate features, gathered from the flat codes (np.take: the
             # same values as codes[s[:, None], feats[local]], ~2.5x faster)
-            fi = np.take(feats, local, axis=0)
+            fi = feats.take(local, axis=0)
             fi += (s * codes.shape[1])[:, None]
-            cg = np.take(self.codes_flat, fi)
+            cg = self.codes_flat.take(fi)
             del fi
         K = N * mf * Bp1  # cells of the (node, slot, bin) key space of the entries
         M = s.size * mf
@@ -269,7 +269,7 @@ class Splitter:
             U = np.flatnonzero(cnt_full)
             cnt = cnt_full[U]
             del cnt_full
-            st = np.take(st_full if regression else st_full.reshape(Kc, S), U, axis=0)
+            st = (st_full if regression else st_full.reshape(Kc, S)).take(U, axis=0)
             del st_full
             if self.chan_major:
                 st = st.T
@@ -277,7 +277,7 @@ class Splitter:
             ns = np.searchsorted(slot_off, U, side="right") - 1
             code = U - slot_off[ns]
         else:
-            comb = np.take(slot_off.reshape(N, mf), local, axis=0)  # (R, mf) int64 key
+            comb = slot_off.reshape(N, mf).take(local, axis=0)  # (R, mf) int64 key
             comb += cg
             flat = comb.ravel()  # a view of comb
             # the path is a matter of speed only (every path gives the same cells and sums): a mask over
@@ -294,7 +294,7 @@ class Splitter:
                 # rank of every non-empty cell (only those are read back)
                 rank = np.empty(Kc, dtype=np.int32 if Kc < 2**31 else np.intp)
                 rank[U] = np.arange(nU, dtype=rank.dtype)
-                flat[:] = np.take(rank, flat)  # in place: flat (a view of comb) becomes the entry index
+                flat[:] = rank.take(flat)  # in place: flat (a view of comb) becomes the entry index
                 del rank
                 pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
                 pair[flat] = np.arange(M)
@@ -315,7 +315,7 @@ class Splitter:
                     # digits: the (node, slot) and the bin (compact keys order as those pairs)
                     slot = np.arange(N * mf, dtype=np.uint16).reshape(N, mf)
                     minor = cg if cg.dtype in (np.uint8, np.uint16) else cg.astype(np.uint16)
-                    U, inv = _unique_inverse(flat, minor.ravel(), np.take(slot, local, axis=0).ravel())
+                    U, inv = _unique_inverse(flat, minor.ravel(), slot.take(local, axis=0).ravel())
                     del minor
                     del slot
                 else:
@@ -336,8 +336,8 @@ class Splitter:
             comb = flat = None
             # (node * mf + slot, bin) of every entry, read from one of its pairs
             prow, ns = np.divmod(pair, mf)
-            ns += np.take(local, prow) * mf
-            code = np.take(cg.reshape(-1), pair).astype(np.intp)
+            ns += local.take(prow) * mf
+            code = cg.reshape(-1).take(pair).astype(np.intp)
             del pair, prow
         if self.binned.has_missing:
             code[code == wid[ns] - 1] = Bp1 - 1
@@ -556,24 +556,24 @@ class Splitter:
         # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
         LR = np.empty((C, 2 * nU + nS))
         left = LR[:, :nU]
-        np.subtract(cs[:, 1:], np.take(cs, np.take(bidx, seg_id), axis=1), out=left)
+        np.subtract(cs[:, 1:], cs.take(bidx.take(seg_id), axis=1), out=left)
         del cs
         tot_seg = LR[:, 2 * nU :]
-        np.take(left, seg_end, axis=1, out=tot_seg)
-        np.subtract(np.take(tot_seg, seg_id, axis=1), left, out=LR[:, nU : 2 * nU])
+        left.take(seg_end, axis=1, out=tot_seg)
+        np.subtract(tot_seg.take(seg_id, axis=1), left, out=LR[:, nU : 2 * nU])
         imp = squared_error_impurity(LR[0], LR[1], LR[2])
         impL, impR = imp[:nU], imp[nU : 2 * nU]
-        impK = np.take(imp[2 * nU :], seg_id)
+        impK = imp[2 * nU :].take(seg_id)
         WL = LR[0, :nU]
         Wk_seg = LR[0, 2 * nU :]
-        Wk = np.take(Wk_seg, seg_id)
+        Wk = Wk_seg.take(seg_id)
         kc = 0 if unit else 3  # the count channel
         count_ok = LR[kc, :nU] >= msl
         count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
-        enode_seg = np.take(seg, seg_start) // mf
+        enode_seg = seg.take(seg_start) // mf
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = rows.Wn[np.take(nodes, enode_seg)]
-            F = np.take(np.where(Wnode > 0, Wk_seg / Wnode, 0.0), seg_id)
+            Wnode = rows.Wn[nodes.take(enode_seg)]
+            F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
             WR = Wk - WL
             num_ok = count_ok
             num_ok[seg_end] = False  # the last entry of a segment has no next bin
@@ -629,16 +629,16 @@ class Splitter:
         seg_end[:-1] = seg_start[1:]
         seg_end[-1] = nU
         seg_end -= 1
-        bidx = np.take(bidx, seg_id)
-        left = cs[1:] - np.take(cs, bidx, axis=0)
-        cleft = cc[1:] - np.take(cc, bidx)
+        bidx = bidx.take(seg_id)
+        left = cs[1:] - cs.take(bidx, axis=0)
+        cleft = cc[1:] - cc.take(bidx)
         del cs, cc, bidx
-        cright = np.take(np.take(cleft, seg_end), seg_id)  # the segment's count, minus cleft below
+        cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
         cright -= cleft
         count_ok = cleft >= msl
         count_ok &= cright >= msl
         del cleft, cright
-        tot = np.take(np.take(left, seg_end, axis=0), seg_id, axis=0)
+        tot = left.take(seg_end, axis=0).take(seg_id, axis=0)
         onesS = np.ones(S)
         WL = left @ onesS
         Wk = tot @ onesS
@@ -649,9 +649,9 @@ class Splitter:
         del right
         impK = impurity(tot, criterion)
         del tot
-        enode_seg = np.take(seg, seg_start) // mf
+        enode_seg = seg.take(seg_start) // mf
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = np.take(rows.Wn[np.take(nodes, enode_seg)], seg_id)
+            Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
             F = np.where(Wnode > 0, Wk / Wnode, 0.0)
             del Wnode
             WR = Wk - WL
@@ -681,10 +681,10 @@ class Splitter:
         seg_node = enode_seg
         node_new = _run_mask(seg_node)
         nseg_start = np.flatnonzero(node_new)
-        node_start = np.take(seg_start, nseg_start)
+        node_start = seg_start.take(nseg_start)
         gbest = np.maximum.reduceat(gain, node_start)
-        node_id_of = np.take(np.cumsum(node_new) - 1, seg_id)
-        is_top = gain >= np.take(gbest, node_id_of)
+        node_id_of = (np.cumsum(node_new) - 1).take(seg_id)
+        is_top = gain >= gbest.take(node_id_of)
         is_top &= valid
         best_entry = np.minimum.reduceat(np.where(is_top, np.arange(nU), nU), node_start)
         has = best_entry < nU
@@ -693,11 +693,11 @@ class Splitter:
             return None
         be = best_entry[sel]
         bn = seg_node[nseg_start[sel]]
-        bseg = np.take(seg, be)
+        bseg = seg.take(be)
         bfeat = bseg % mf if (mf == self.n_features and feats.strides[0] == 0) else \
-            np.take(np.ascontiguousarray(feats).reshape(-1), bseg)
-        bcode = np.take(code, be)
-        ncode = np.take(code, be + 1)  # a valid entry has a next bin in its segment
+            (np.ascontiguousarray(feats).reshape(-1)).take(bseg)
+        bcode = code.take(be)
+        ncode = code.take(be + 1)  # a valid entry has a next bin in its segment
         hi = binned.bin_hi[bfeat, bcode]
         lo = binned.bin_lo[bfeat, ncode]
         thr = 0.5 * (hi + lo)
@@ -706,7 +706,7 @@ class Splitter:
         slots = np.zeros(2 * n, dtype=np.intp)
         slots[1::2] = 1
         fracs = np.empty(2 * n)
-        wl, wk = np.take(WL, be), np.take(Wk, be)
+        wl, wk = WL.take(be), Wk.take(be)
         np.divide(wl, wk, out=fracs[0::2])
         np.divide(wk - wl, wk, out=fracs[1::2])
         return Splits(nodes[bn], bfeat, np.zeros(n, dtype=bool), bcode, thr, gbest[sel],
