@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import xlogy
 
-__all__ = ["impurity", "xlog2x", "weighted_median_dev", "mae_entry_impurities", "REGRESSION_CRITERIA"]
+__all__ = ["impurity", "squared_error_impurity", "xlog2x", "weighted_median_dev", "mae_entry_impurities",
+           "REGRESSION_CRITERIA"]
 
 _LN2 = float(np.log(2.0))
 REGRESSION_CRITERIA = ("squared_error", "absolute_error")
@@ -30,14 +31,7 @@ def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
         return impurity(np.asarray(stats)[None], criterion)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         if criterion in ("squared_error", "absolute_error"):
-            W = stats[..., 0]
-            out = stats[..., 1] ** 2  # (Wy2 - Wy^2 / W) / W
-            out /= W
-            np.subtract(stats[..., 2], out, out=out)
-            out /= W
-            np.maximum(out, 0.0, out=out)
-            out[~(W > 0)] = 0.0
-            return out
+            return squared_error_impurity(stats[..., 0], stats[..., 1], stats[..., 2])
         ones = np.ones(stats.shape[-1])
         Ws = stats @ ones
         empty = ~(Ws > 0)
@@ -60,6 +54,18 @@ def impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
         np.maximum(out, 0.0, out=out)
         out[empty] = 0.0
         return out
+
+
+def squared_error_impurity(W, Wy, Wy2) -> np.ndarray:
+    """Weighted variance (Wy2 - Wy^2 / W) / W of totals given as three arrays (0 where W <= 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = Wy**2
+        out /= W
+        np.subtract(Wy2, out, out=out)
+        out /= W
+        np.maximum(out, 0.0, out=out)
+        out[~(W > 0)] = 0.0
+    return out
 
 
 def xlog2x(p):

@@ -157,12 +157,11 @@ class TreeGrower:
         r = self.rows
         S, yc = self.S, self.yc
         if self.regression:
-            rw = np.ones(r.r_s.size) if r.r_w is None else r.r_w
-            st = np.stack(
-                [np.bincount(r.r_node, weights=v, minlength=n_level) for v in (rw, rw * r.r_y, rw * r.r_y ** 2)],
-                axis=1,
-            )
-            del rw
+            rw = r.r_w
+            # unit weights: the counts and 1.0 * y = y (the same sums as with weights of 1.0)
+            chans = (None, r.r_y, r.r_y**2) if rw is None else (rw, rw * r.r_y, rw * r.r_y**2)
+            st = np.stack([np.bincount(r.r_node, weights=v, minlength=n_level) for v in chans], axis=1)
+            del rw, chans
         else:
             st = np.bincount(r.r_node * S + yc[r.r_s], weights=r.r_w, minlength=n_level * S)
             st = st.reshape(n_level, S).astype(np.float64, copy=False)

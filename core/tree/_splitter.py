@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binning import Binned
-from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, xlog2x
+from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, squared_error_impurity, xlog2x
 from ._tree import ranges
 
 __all__ = ["Splitter", "Splits"]
@@ -22,6 +22,9 @@ __all__ = ["Splitter", "Splits"]
 _DENSE_CELLS = 1 << 22
 # (row, candidate feature) pairs evaluated per chunk of nodes: bounds the peak memory
 _PAIR_BUDGET = 1 << 16
+# non-empty cells are found with a mask over the cells up to this many cells per (row, feature) pair,
+# by sorting the pairs beyond (a mask costs ~1 ns per cell, a sort ~30 ns per pair)
+_MASK_CELLS_PER_PAIR = 16
 
 
 def _unique_inverse(flat: np.ndarray, minor=None, major=None):
@@ -111,6 +114,11 @@ class Splitter:
         # width of each feature's key range in the compact (node, feature, bin) key space: its bins, and
         # one more for the missing code when values are missing
         self.width = binned.n_bins.astype(np.intp) + (1 if binned.has_missing else 0)
+        # numeric features without missing values, gain ratio and absolute error aside: the fused paths
+        # (``_simple_splits``; squared error on channel-major totals)
+        self.simple = (criterion in ("squared_error", "gini", "entropy") and not binned.has_missing
+                       and not bool(binned.is_cat.any()))
+        self.chan_major = self.simple and criterion == "squared_error"
 
     # ------------------------------------------------------------------ level
     def choose_features(self, cand: np.ndarray, node_tree: np.ndarray) -> np.ndarray:
@@ -142,6 +150,8 @@ class Splitter:
         lens = rows.starts[cand + 1] - rows.starts[cand]
         cum = np.cumsum(lens)
         if rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]:  # one tree
+            if int(cum[-1]) <= row_budget:  # one block, one chunk (what the loops below give)
+                return self._chunk(cand, feats_all, rows, np.zeros(1, dtype=np.intp))
             tcut = [0, cand.size]
         else:
             tcut = [0, *(_run_starts(rows.node_tree[cand])[1:].tolist()), cand.size]
@@ -172,6 +182,10 @@ class Splitter:
     def _chunk(self, nodes, feats, rows, block_nodes) -> Splits | None:
         """Splits of the chunk's nodes; ``block_nodes``: the first (chunk-local) node of each block."""
         seg, code, cnt, st, K = self._histograms(nodes, feats, rows)
+        if self.chan_major:
+            return self._simple_splits(nodes, feats, seg, code, cnt, st, rows, block_nodes)
+        if self.simple:
+            return self._simple_class_splits(nodes, feats, seg, code, cnt, st, rows, block_nodes)
         e = self._entry_scores(nodes, feats, seg, code, cnt, st, K, rows, block_nodes)
         if e is None:
             return None
@@ -180,7 +194,8 @@ class Splitter:
     # ------------------------------------------------------------------ histograms
     def _histograms(self, nodes, feats, rows):
         """Non-empty (node, feature, bin) cells of the chunk, in ascending (node, slot, bin) order: their
-        (node * mf + slot) and bin, known counts and weighted totals."""
+        (node * mf + slot) and bin, known counts and weighted totals ((cells, S); (S, cells) for the fused
+        path)."""
         starts, r_s, r_f, r_w = rows.starts, rows.r_s, rows.r_f, rows.r_w
         codes, yc, mf, Bp1, S, regression = self.codes, self.yc, self.mf, self.Bp1, self.S, self.regression
         # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
@@ -198,13 +213,13 @@ class Splitter:
         yv = rows.r_y[ridx] if regression else None  # centred targets (each tree its own offset)
         del ridx
         if mf == codes.shape[1] and feats.strides[0] == 0:  # choose_features' broadcast of every feature
-            cg = np.take(codes, s, axis=0)  # (R, mf) small-int codes, every feature in order
+            cg = codes.take(s, axis=0)  # (R, mf) small-int codes, every feature in order
         else:
             # (R, mf) codes of each node's candidate features, gathered from the flat codes (np.take: the
             # same values as codes[s[:, None], feats[local]], ~2.5x faster)
-            fi = np.take(feats, local, axis=0)
+            fi = feats.take(local, axis=0)
             fi += (s * codes.shape[1])[:, None]
-            cg = np.take(self.codes_flat, fi)
+            cg = self.codes_flat.take(fi)
             del fi
         K = N * mf * Bp1  # cells of the (node, slot, bin) key space of the entries
         M = s.size * mf
@@ -254,64 +269,76 @@ class Splitter:
             U = np.flatnonzero(cnt_full)
             cnt = cnt_full[U]
             del cnt_full
-            st = np.take(st_full if regression else st_full.reshape(Kc, S), U, axis=0)
+            st = (st_full if regression else st_full.reshape(Kc, S)).take(U, axis=0)
             del st_full
+            if self.chan_major:
+                st = st.T
+            # compact keys back to (node * mf + slot, bin)
+            ns = np.searchsorted(slot_off, U, side="right") - 1
+            code = U - slot_off[ns]
         else:
-            comb = np.take(slot_off.reshape(N, mf), local, axis=0)  # (R, mf) int64 key
+            comb = slot_off.reshape(N, mf).take(local, axis=0)  # (R, mf) int64 key
             comb += cg
             flat = comb.ravel()  # a view of comb
             # the path is a matter of speed only (every path gives the same cells and sums): a mask over
-            # the cells up to ~4 cells per pair, a sort of the pairs beyond
-            if Kc <= 4 * M and Kc * S <= _DENSE_CELLS:
+            # the cells up to _MASK_CELLS_PER_PAIR cells per pair, a sort of the pairs beyond
+            if Kc <= _MASK_CELLS_PER_PAIR * M and Kc * S <= _DENSE_CELLS:
                 # non-empty cells found with a mask over the Kc cells and numbered by their rank, then
                 # histograms over the entries only: no dense (Kc, S) histogram; each entry receives the
                 # same additions in the same order as in a dense bincount
                 seen = np.zeros(Kc, dtype=bool)
                 seen[flat] = True
                 U = np.flatnonzero(seen)
-                rank = np.cumsum(seen, dtype=np.int32 if Kc < 2**31 else np.intp)
                 del seen
-                flat[:] = rank[flat]  # in place: flat (a view of comb) becomes entry index + 1
-                del rank
-                flat -= 1
                 nU = U.size
+                # rank of every non-empty cell (only those are read back)
+                rank = np.empty(Kc, dtype=np.int32 if Kc < 2**31 else np.intp)
+                rank[U] = np.arange(nU, dtype=rank.dtype)
+                flat[:] = rank.take(flat)  # in place: flat (a view of comb) becomes the entry index
+                del rank
+                pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
+                pair[flat] = np.arange(M)
                 cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
                 if regression:
                     st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(flat, weights=rep(v), minlength=nU)
-                                   for c, v in enumerate(chan_vals)], axis=1)
+                                   for c, v in enumerate(chan_vals)], axis=0 if self.chan_major else 1)
                 else:
                     comb *= S  # in place: flat becomes the (entry, class) key
                     comb += yc[s][:, None]
                     st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
                 if not nz.all():
-                    U, cnt, st = U[nz], cnt[nz], st[nz]
+                    U, cnt, st, pair = U[nz], cnt[nz], (st[:, nz] if self.chan_major else st[nz]), pair[nz]
                 del nz
             else:
                 if M >= 1 << 14 and N * mf <= 1 << 16 and Bp1 <= 1 << 16:
                     # digits: the (node, slot) and the bin (compact keys order as those pairs)
                     slot = np.arange(N * mf, dtype=np.uint16).reshape(N, mf)
                     minor = cg if cg.dtype in (np.uint8, np.uint16) else cg.astype(np.uint16)
-                    U, inv = _unique_inverse(flat, minor.ravel(), np.take(slot, local, axis=0).ravel())
+                    U, inv = _unique_inverse(flat, minor.ravel(), slot.take(local, axis=0).ravel())
                     del minor
                     del slot
                 else:
                     U, inv = _unique_inverse(flat)
                 del comb, flat
                 nU = U.size
+                pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
+                pair[inv] = np.arange(M)
                 cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
                 if regression:
                     st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(inv, weights=rep(v), minlength=nU)
-                                   for c, v in enumerate(chan_vals)], axis=1)
+                                   for c, v in enumerate(chan_vals)], axis=0 if self.chan_major else 1)
                 else:
                     inv *= S
                     inv += np.repeat(yc[s], mf)
                     st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 del inv
             comb = flat = None
-        # compact keys back to (node * mf + slot, bin)
-        ns = np.searchsorted(slot_off, U, side="right") - 1
-        code = U - slot_off[ns]
+            # (node * mf + slot, bin) of every entry, read from one of its pairs
+            prow, ns = np.divmod(pair, mf)
+            ns += local.take(prow) * mf
+            code = cg.reshape(-1).take(pair).astype(np.intp)
+            del pair, prow
         if self.binned.has_missing:
             code[code == wid[ns] - 1] = Bp1 - 1
         return ns, code, cnt, st, K
@@ -486,6 +513,204 @@ class Splitter:
             nU=nU, gain=gain, valid=valid, score=score if ratio else None, enode=enode, efeat=efeat, ecat=ecat,
             code=code, seg_start=seg_start, seg_end=seg_end, seg_id=seg_id, WL=WL, Wk=Wk, W_e=W_e, N=N,
         )
+
+    # ------------------------------------------------------------------ fused path
+    def _simple_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
+        """``_entry_scores`` and ``_best_splits`` for squared error on numeric features without missing
+        values, with fewer NumPy calls on contiguous channels: the same operations on the same numbers
+        in the same order (every entry is known and numeric; the totals are channel-major (w, wy, wy^2
+        [, count]) rows, left, right and segment totals share one impurity call, the count channel
+        shares the cumulative sum), so the same splits bit for bit.  ``st``: (3, cells)."""
+        mf, msl = self.mf, self.msl
+        nU = seg.size
+        # cumulative sums of (w, wy, wy^2[, count]) in one buffer with a leading zero column
+        unit = rows.r_w is None and rows.r_f is None  # w and the count are the same numbers
+        C = 3 if unit else 4
+        cs = np.empty((C, nU + 1))
+        cs[:, 0] = 0.0
+        cs[:3, 1:] = st
+        if not unit:
+            cs[3, 1:] = cnt
+        new_seg = _run_mask(seg)
+        seg_start = np.flatnonzero(new_seg)
+        seg_id = np.cumsum(new_seg)
+        seg_id -= 1
+        if block_nodes.size == 1:
+            np.cumsum(cs[:, 1:], axis=1, out=cs[:, 1:])
+            bidx = seg_start.copy()  # column of cs holding the cumulative sum before the segment
+            bidx[0] = 0
+        else:  # each block its own cumulative sums (the same numbers as the block alone)
+            enode = seg // mf
+            bent = np.searchsorted(enode, block_nodes)
+            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
+                np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
+            first = np.zeros(nU, dtype=bool)
+            first[bent] = True
+            bidx = np.where(first[seg_start], 0, seg_start)
+            del first, bent, enode
+        seg_end = np.empty_like(seg_start)
+        seg_end[:-1] = seg_start[1:]
+        seg_end[-1] = nU
+        seg_end -= 1
+        nS = seg_start.size
+        # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
+        LR = np.empty((C, 2 * nU + nS))
+        left = LR[:, :nU]
+        np.subtract(cs[:, 1:], cs.take(bidx.take(seg_id), axis=1), out=left)
+        del cs
+        tot_seg = LR[:, 2 * nU :]
+        left.take(seg_end, axis=1, out=tot_seg)
+        np.subtract(tot_seg.take(seg_id, axis=1), left, out=LR[:, nU : 2 * nU])
+        imp = squared_error_impurity(LR[0], LR[1], LR[2])
+        impL, impR = imp[:nU], imp[nU : 2 * nU]
+        impK = imp[2 * nU :].take(seg_id)
+        WL = LR[0, :nU]
+        Wk_seg = LR[0, 2 * nU :]
+        Wk = Wk_seg.take(seg_id)
+        kc = 0 if unit else 3  # the count channel
+        count_ok = LR[kc, :nU] >= msl
+        count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
+        enode_seg = seg.take(seg_start) // mf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Wnode = rows.Wn[nodes.take(enode_seg)]
+            F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
+            WR = Wk - WL
+            num_ok = count_ok
+            num_ok[seg_end] = False  # the last entry of a segment has no next bin
+            num_ok &= WL > 0
+            num_ok &= WR > 0
+            gain = WL * impL
+            t = WR * impR
+            gain += t
+            del t
+            gain /= Wk
+            np.subtract(impK, gain, out=gain)
+            gain *= F
+            np.copyto(gain, -np.inf, where=~num_ok)
+            del F, impK, impL, impR, imp, num_ok
+        valid = np.isfinite(gain)
+        if not valid.any():
+            return None
+        return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
+
+    def _simple_class_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
+        """``_entry_scores`` and ``_best_splits`` for gini and entropy on numeric features without missing
+        values, with fewer NumPy calls: the same operations on (cells, classes) arrays of the same shapes
+        (the class sums go through the same matrix products), so the same splits bit for bit."""
+        mf, msl, criterion = self.mf, self.msl, self.criterion
+        S = st.shape[1]
+        nU = seg.size
+        cs = np.empty((nU + 1, S))  # cumulative sums with a leading zero row
+        cs[0] = 0.0
+        cs[1:] = st
+        cc = np.empty(nU + 1)
+        cc[0] = 0.0
+        cc[1:] = cnt
+        new_seg = _run_mask(seg)
+        seg_start = np.flatnonzero(new_seg)
+        seg_id = np.cumsum(new_seg)
+        seg_id -= 1
+        if block_nodes.size == 1:
+            np.cumsum(cs[1:], axis=0, out=cs[1:])
+            np.cumsum(cc[1:], out=cc[1:])
+            bidx = seg_start.copy()  # row of cs holding the cumulative sum before the segment
+            bidx[0] = 0
+        else:  # each block its own cumulative sums (the same numbers as the block alone)
+            enode = seg // mf
+            bent = np.searchsorted(enode, block_nodes)
+            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
+                np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
+                np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
+            first = np.zeros(nU, dtype=bool)
+            first[bent] = True
+            bidx = np.where(first[seg_start], 0, seg_start)
+            del first, bent, enode
+        seg_end = np.empty_like(seg_start)
+        seg_end[:-1] = seg_start[1:]
+        seg_end[-1] = nU
+        seg_end -= 1
+        bidx = bidx.take(seg_id)
+        left = cs[1:] - cs.take(bidx, axis=0)
+        cleft = cc[1:] - cc.take(bidx)
+        del cs, cc, bidx
+        cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
+        cright -= cleft
+        count_ok = cleft >= msl
+        count_ok &= cright >= msl
+        del cleft, cright
+        tot = left.take(seg_end, axis=0).take(seg_id, axis=0)
+        onesS = np.ones(S)
+        WL = left @ onesS
+        Wk = tot @ onesS
+        impL = impurity(left, criterion)
+        right = np.subtract(tot, left, out=left)
+        del left
+        impR = impurity(right, criterion)
+        del right
+        impK = impurity(tot, criterion)
+        del tot
+        enode_seg = seg.take(seg_start) // mf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
+            F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+            del Wnode
+            WR = Wk - WL
+            num_ok = count_ok
+            num_ok[seg_end] = False  # the last entry of a segment has no next bin
+            num_ok &= WL > 0
+            num_ok &= WR > 0
+            gain = WL * impL
+            t = WR * impR
+            gain += t
+            del t
+            gain /= Wk
+            np.subtract(impK, gain, out=gain)
+            gain *= F
+            np.copyto(gain, -np.inf, where=~num_ok)
+            del F, impK, impL, impR, num_ok
+        valid = np.isfinite(gain)
+        if not valid.any():
+            return None
+        return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
+
+    def _simple_best(self, nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk):
+        """The fused paths' best split per node (``_best_splits`` without gain ratio or categories)."""
+        mf, binned = self.mf, self.binned
+        nU = seg.size
+        # best entry per node: the first entry with the node's largest gain
+        seg_node = enode_seg
+        node_new = _run_mask(seg_node)
+        nseg_start = np.flatnonzero(node_new)
+        node_start = seg_start.take(nseg_start)
+        gbest = np.maximum.reduceat(gain, node_start)
+        node_id_of = (np.cumsum(node_new) - 1).take(seg_id)
+        is_top = gain >= gbest.take(node_id_of)
+        is_top &= valid
+        best_entry = np.minimum.reduceat(np.where(is_top, np.arange(nU), nU), node_start)
+        has = best_entry < nU
+        sel = np.flatnonzero(has & (gbest >= -1e-12))
+        if sel.size == 0:
+            return None
+        be = best_entry[sel]
+        bn = seg_node[nseg_start[sel]]
+        bseg = seg.take(be)
+        bfeat = bseg % mf if (mf == self.n_features and feats.strides[0] == 0) else \
+            (np.ascontiguousarray(feats).reshape(-1)).take(bseg)
+        bcode = code.take(be)
+        ncode = code.take(be + 1)  # a valid entry has a next bin in its segment
+        hi = binned.bin_hi[bfeat, bcode]
+        lo = binned.bin_lo[bfeat, ncode]
+        thr = 0.5 * (hi + lo)
+        thr = np.where((thr >= lo) | ~np.isfinite(thr), hi, thr)  # rounding guard (as scikit-learn)
+        n = sel.size
+        slots = np.zeros(2 * n, dtype=np.intp)
+        slots[1::2] = 1
+        fracs = np.empty(2 * n)
+        wl, wk = WL.take(be), Wk.take(be)
+        np.divide(wl, wk, out=fracs[0::2])
+        np.divide(wk - wl, wk, out=fracs[1::2])
+        return Splits(nodes[bn], bfeat, np.zeros(n, dtype=bool), bcode, thr, gbest[sel],
+                      np.full(n, 2, dtype=np.intp), slots, fracs)
 
     # ------------------------------------------------------------------ best split per node
     def _best_splits(self, nodes, e) -> Splits | None:
