@@ -11,7 +11,10 @@ Run under ``valgrind --tool=callgrind --collect-atstart=no --toggle-collect=func
 start-up heap) are counted, so instructions / N is the app's own cost per request without start-up, uvicorn
 or the kernel. The last call ends with ``flush_logs()``, so work Orchard defers (metrics and access lines, made
 in batches) is counted too. ``receive`` and ``send`` never suspend, so each call completes in one ``coroutine.send``.
-Orchard settings come from the environment (``ORCHARD_ACCESS_LOG=false`` etc.).
+Orchard settings come from the environment (``ORCHARD_ACCESS_LOG=false`` etc.). The job sweep's interval
+(``ORCHARD_JOB_SWEEP_INTERVAL``) defaults here to an hour: the reconciler's pass every 10 s, several million
+instructions on its own thread, otherwise falls inside the counted calls at random (valgrind slows the wall
+clock, not the interval) and moved the same build's counts by up to 6% between runs.
 """
 
 import asyncio
@@ -68,6 +71,7 @@ def main() -> None:
         calls(app, "/")
         return
     os.environ.update(ORCHARD_DATA_DIR=data_dir, ORCHARD_WORKERS="0")
+    os.environ.setdefault("ORCHARD_JOB_SWEEP_INTERVAL", "3600")  # no reconciler pass among the counted calls
     from service.app import create_app
     from service.observability import configure_logging, flush_logs
 
