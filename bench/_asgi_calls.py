@@ -11,12 +11,21 @@ Run under ``valgrind --tool=callgrind --collect-atstart=no --toggle-collect=func
 start-up heap) are counted, so instructions / N is the app's own cost per request without start-up, uvicorn
 or the kernel. The last call ends with ``flush_logs()``, so work Orchard defers (metrics and access lines, made
 in batches) is counted too. ``receive`` and ``send`` never suspend, so each call completes in one ``coroutine.send``.
-Orchard settings come from the environment (``ORCHARD_ACCESS_LOG=false`` etc.).
+Orchard settings come from the environment (``ORCHARD_ACCESS_LOG=false`` etc.). The job sweep's interval
+(``ORCHARD_JOB_SWEEP_INTERVAL``) defaults here to an hour: the reconciler's pass every 10 s, several million
+instructions on its own thread, otherwise falls inside the counted calls at random (valgrind slows the wall
+clock, not the interval) and moved the same build's counts by up to 6% between runs. For the same reason the
+log flusher's tick (every 0.5 s, on its own thread, which callgrind does not count: collection is toggled per
+thread) is moved to an hour: it drained the requests queued since the last tick outside the count, so the share
+of the access-log and metrics work counted depended on valgrind's speed (and the machine's load); now every
+batch is drained by the calls (at ``RequestRecorder.BATCH`` requests, and by the last call's ``flush_logs()``),
+as a busy server drains them.
 """
 
 import asyncio
 import functools
 import gc
+import logging
 import os
 import sys
 from pathlib import Path
@@ -68,10 +77,14 @@ def main() -> None:
         calls(app, "/")
         return
     os.environ.update(ORCHARD_DATA_DIR=data_dir, ORCHARD_WORKERS="0")
+    os.environ.setdefault("ORCHARD_JOB_SWEEP_INTERVAL", "3600")  # no reconciler pass among the counted calls
     from service.app import create_app
     from service.observability import configure_logging, flush_logs
 
     configure_logging()
+    for handler in logging.getLogger().handlers:  # no flusher tick among the counted calls (see above)
+        if hasattr(handler, "interval"):
+            handler.interval = 3600.0
     app = create_app()
     if which == "orchard-stdlib":  # the standard library's recording path instead (bench/_stdlib_recorder.py)
         from bench._stdlib_recorder import StdlibRecorder

@@ -363,6 +363,11 @@ def _label_datatype(bundle, values: list) -> str:
     return dt
 
 
+def _as_text(values: list) -> list:
+    """Labels as a BYTES output holds them (as ``typed()``): text."""
+    return [v if type(v) is str else str(v) for v in values]
+
+
 def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
     """name -> (datatype, shape, flat Python list) through ``ModelBundle.predict_matrix``, the code that answers
     ``/v1`` predict (the same numbers by construction), for classification and regression; None for outputs
@@ -388,7 +393,7 @@ def _shared_plane(bundle, X: np.ndarray, wanted: list[str]) -> dict | None:
             dt = _label_datatype(bundle, values)
             if dt == "BYTES":  # as typed(): text
                 if len(values) != 1 or type(values[0]) is not str:
-                    values = [v if type(v) is str else str(v) for v in values]
+                    values = _as_text(values)
             elif dt == "FP64":
                 values = [float(v) for v in values]
             results[name] = (dt, [len(values)], values)
@@ -505,58 +510,134 @@ def _plain_head(bundle, head: bytes, binary: bool):
             if type(o) is not dict or o.keys() != _NAME_ONLY or o["name"] not in available:
                 return None
             wanted.append(o["name"])
-    if not set(wanted) <= _PLANE.keys():
+    if not wanted or not set(wanted) <= _PLANE.keys():  # no output: the general path (which counts no rows)
         return None
     return name, shape, data, wanted, rid
 
 
 _DATA_KEY = b'"data":'
+_SENTINEL = [-0.5]  # a second stand-in for a template's data (see _json_plan)
 
 
-def _plain_json(bundle, body: bytes):
-    """``_plain_head`` of a JSON request. Clients send the same document again and again with other numbers in
-    ``data``: the bytes before the tensor's ``data`` array and after it are remembered per bundle once a request
-    made of them passed the checks (with an empty array in its place, so that the split is known to be the
-    tensor's data), and a request made of the same bytes around another array only has that array decoded."""
-    templates = bundle.memo.get("v2_json")
-    if templates is None:
-        templates = bundle.memo["v2_json"] = {}
+class _Plan:
+    """A request the shortcut answers, remembered per bundle: the bytes that stay the same from one request to
+    the next (a JSON document's bytes before and after its ``data`` array, or a binary request's JSON header),
+    what they were checked to mean, and the answer's bytes around its values when it has one output of labels
+    or numbers (``head`` + the values + ``tail``, as ``_encode_json`` writes them; None otherwise)."""
+
+    __slots__ = ("model_name", "prefix", "start", "suffix", "end", "hlen", "size", "shape", "wanted", "rid",
+                 "head", "tail", "text", "floats", "extra")
+
+    def __init__(self, bundle, model_name: str, prefix: bytes, suffix: bytes, shape: list[int], wanted: list[str],
+                 rid: str | None):
+        self.model_name, self.prefix, self.suffix = model_name, prefix, suffix
+        self.start, self.end = len(prefix), -len(suffix) if suffix else None
+        self.hlen = self.size = None
+        self.shape, self.wanted, self.rid = shape, wanted, rid
+        self.extra = None
+        if "predict_proba" in wanted and bundle.classes is not None:
+            self.extra = {"predict_proba": {"classes": orjson.dumps(bundle.classes).decode()}}
+        self.head = self.tail = None
+        self.text = self.floats = False
+        dt = None
+        if wanted == _PREDICT_ONLY:
+            if bundle.task == "regression":
+                dt = "FP64"
+            elif bundle.classes:  # the datatype _shared_plane gives the labels (bundle.classes decide it)
+                dt = _label_datatype(bundle, bundle.classes)
+                self.text, self.floats = dt == "BYTES", dt == "FP64"
+        if dt is not None:
+            self.head = b"".join((b'{"model_name":', orjson.dumps(model_name),
+                                  b',"model_version":"1","outputs":[{"name":"predict","datatype":', orjson.dumps(dt),
+                                  b',"shape":[%d],"data":' % shape[0]))
+            self.tail = b"}]}" if rid is None else b'}],"id":' + orjson.dumps(rid) + b"}"
+
+
+def _plain_bundle(bundle) -> bool:
+    """The shortcut serves all-numeric classifiers and regressors."""
+    return bundle.numeric_only and bundle.task in ("classification", "regression")
+
+
+def _json_plan(bundle, model_name: str, body: bytes) -> _Plan | None:
+    """The plan of a JSON request whose bytes around its tensor's ``data`` array were seen before (per bundle,
+    by the bytes before ``"data":``), else made from this one; None when the shortcut does not take it.
+
+    Clients send the same document again and again with other numbers in ``data``. A document is remembered
+    once it passed ``_plain_head``'s checks and the same bytes around two stand-in arrays (``[]`` and
+    ``_SENTINEL``) pass them too with the stand-in as the tensor's data: the split is then known to be the
+    tensor's data (not, say, a later duplicate key), and a request made of the same bytes around another array
+    only has that array decoded."""
+    if not _plain_bundle(bundle):
+        return None
+    plans = bundle.memo.get("v2_json")
+    if plans is None:
+        plans = bundle.memo["v2_json"] = {}
     i = body.find(_DATA_KEY) + 7
-    if i > 6:
-        prefix = body[:i]
-        known = templates.get(prefix)
-        if known is not None:
-            suffix, name, shape, wanted, rid = known
-            end = len(body) - len(suffix)
-            if end > i and body.endswith(suffix):
-                try:
-                    data = orjson.loads(body[i:end])
-                except orjson.JSONDecodeError:
-                    data = None
-                if type(data) is list:
-                    return name, shape, data, wanted, rid
-    plain = _plain_head(bundle, body, False)
-    if plain is None or i <= 6:
-        return plain
-    name, shape, data, wanted, rid = plain
-    j = len(body)
-    for _ in range(8):  # where the data array ends: a ']' near the end (a few tries, then not remembered)
-        j = body.rfind(b"]", i, j)
-        if j < 0:
-            return plain
-        try:
-            if orjson.loads(body[i:j + 1]) == data:
-                break
-        except orjson.JSONDecodeError:
-            pass
-    else:
-        return plain
-    suffix = body[j + 1:]
-    if _plain_head(bundle, prefix + b"[]" + suffix, False) == (name, shape, [], wanted, rid):
-        if len(templates) >= _HEADS_MAX:
-            templates.clear()
-        templates[prefix] = (suffix, name, shape, wanted, rid)
-    return plain
+    if i <= 6:
+        return None
+    prefix = body[:i]
+    plan = plans.get((model_name, prefix))
+    if plan is None or not body.endswith(plan.suffix):
+        plain = _plain_head(bundle, body, False)
+        if plain is None:
+            return None
+        name, shape, data, wanted, rid = plain
+        j = len(body)
+        for _ in range(8):  # where the data array ends: a ']' near the end (a few tries, then not remembered)
+            j = body.rfind(b"]", i, j)
+            if j < 0:
+                return None
+            try:
+                if orjson.loads(body[i:j + 1]) == data:
+                    break
+            except orjson.JSONDecodeError:
+                pass
+        else:
+            return None
+        suffix = body[j + 1:]
+        for stand_in in ([], _SENTINEL):
+            if _plain_head(bundle, prefix + orjson.dumps(stand_in) + suffix, False) != (name, shape, stand_in,
+                                                                                         wanted, rid):
+                return None
+        plan = _Plan(bundle, model_name, prefix, suffix, shape, wanted, rid)
+        if len(plans) >= _HEADS_MAX:
+            plans.clear()
+        plans[(model_name, prefix)] = plan
+    bundle.memo["v2_json_last"] = plan
+    return plan
+
+
+def _binary_plan(bundle, model_name: str, body: bytes, header_length: str) -> _Plan | None:
+    """The plan of a binary request's JSON header (checked once per bundle: clients send the same header again
+    and again, and only the binary data after it changes); None when the shortcut does not take it."""
+    if not _plain_bundle(bundle):
+        return None
+    try:
+        hlen = int(header_length)
+    except ValueError:
+        return None
+    if not 0 < hlen <= len(body):
+        return None
+    head = body[:hlen]
+    heads = bundle.memo.get("v2_heads")
+    if heads is None:
+        heads = bundle.memo["v2_heads"] = {}
+    plan = heads.get((model_name, head))
+    if plan is None:
+        plain = _plain_head(bundle, head, True)
+        if plain is None:
+            return None
+        name, shape, size, wanted, rid = plain
+        if size != shape[0] * shape[1] * 8:
+            return None
+        plan = _Plan(bundle, model_name, head, b"", shape, wanted, rid)
+        plan.size = size
+        if len(heads) >= _HEADS_MAX:
+            heads.clear()
+        heads[(model_name, head)] = plan
+    plan.hlen = header_length  # the header's text as this client writes it (the next request's first check)
+    bundle.memo["v2_binary_last"] = plan
+    return plan
 
 
 def _binary_rows(bundle, blob: memoryview, shape: list[int]) -> np.ndarray | None:
@@ -577,16 +658,23 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
     or as binary tensor data, for an all-numeric classifier or regressor, JSON outputs among ``predict``,
     ``predict_proba`` and ``predict_std``, no other parameters. The same checks and answer as the general path
     (which a request that is not exactly this goes to, and which words the errors); None when it is not such a
-    request. A binary request's JSON header is checked once per bundle: clients send the same header again and
-    again, and only the binary data after it changes."""
-    if not bundle.numeric_only or bundle.task not in ("classification", "regression"):
-        return None
+    request. What stays the same between a client's requests is checked once (``_Plan``): a repeat compares its
+    bytes with the last plan's, decodes only its numbers, and writes its answer around the remembered bytes."""
     if header_length is None:
-        plain = _plain_json(bundle, body)
-        if plain is None:
+        plan = bundle.memo.get("v2_json_last")
+        if (plan is None or plan.model_name != model_name or not body.startswith(plan.prefix)
+                or not body.endswith(plan.suffix)):
+            plan = _json_plan(bundle, model_name, body)
+            if plan is None:
+                return None
+        shape = plan.shape
+        if shape[0] > max_rows:
             return None
-        name, shape, data, wanted, rid = plain
-        if type(data) is not list or shape[0] > max_rows:
+        try:
+            data = orjson.loads(body[plan.start:plan.end])
+        except orjson.JSONDecodeError:
+            return None
+        if type(data) is not list:
             return None
         X = bundle.matrix_from_flat(data, shape[0]) if data and type(data[0]) is float else None
         if X is None:
@@ -595,37 +683,31 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
                 return None
             X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
     else:
-        try:
-            hlen = int(header_length)
-        except ValueError:
-            return None
-        if not 0 < hlen <= len(body):
-            return None
-        head = body[:hlen]
-        heads = bundle.memo.get("v2_heads")
-        if heads is None:
-            heads = bundle.memo["v2_heads"] = {}
-        plain = heads.get(head)
-        if plain is None:
-            plain = _plain_head(bundle, head, True)
-            if plain is None:
+        plan = bundle.memo.get("v2_binary_last")
+        if (plan is None or plan.hlen != header_length or plan.model_name != model_name
+                or not body.startswith(plan.prefix)):
+            plan = _binary_plan(bundle, model_name, body, header_length)
+            if plan is None:
                 return None
-            if len(heads) >= _HEADS_MAX:
-                heads.clear()
-            heads[head] = plain
-        name, shape, size, wanted, rid = plain
-        if shape[0] > max_rows or size != len(body) - hlen or size != shape[0] * shape[1] * 8:
+        shape = plan.shape
+        if shape[0] > max_rows or len(body) - plan.start != plan.size:
             return None
-        X = _binary_rows(bundle, memoryview(body)[hlen:], shape)
+        X = _binary_rows(bundle, memoryview(body)[plan.start:], shape)
         if X is None:
             return None
-    results = _shared_plane(bundle, X, wanted)
+    head = plan.head
+    if head is not None:  # one output, "predict": the answer's bytes around its values
+        values = bundle.predict_matrix(X)["predictions"]
+        if plan.text:
+            if len(values) != 1 or type(values[0]) is not str:
+                values = _as_text(values)
+        elif plan.floats:
+            values = [float(v) for v in values]
+        return b"".join((head, orjson.dumps(values), plan.tail)), None, shape[0]
+    results = _shared_plane(bundle, X, plan.wanted)
     if results is None:
         return None
-    if "predict_proba" in wanted and bundle.classes is not None:
-        extra = {"predict_proba": {"classes": orjson.dumps(bundle.classes).decode()}}
-        return _encode_json(model_name, rid, results, extra), None, shape[0]
-    return _encode_json(model_name, rid, results, None), None, shape[0]
+    return _encode_json(model_name, plan.rid, results, plan.extra), None, shape[0]
 
 
 def infer(bundle, model_name: str, body: bytes, header_length: str | None,

@@ -2,6 +2,7 @@
 whose bytes around ``data`` were seen before, a binary request's JSON header, a /v1 row packed in one call. Each
 answers byte for byte as the general path, whatever changes between requests."""
 
+import numpy as np
 import orjson
 
 from service.services import oip
@@ -62,3 +63,167 @@ def test_one_v1_row_of_any_numbers_answers_as_the_array_path(client, monkeypatch
         body = orjson.dumps({"rows": [row]}) if not isinstance(row[0], int) or row[0] < 2**64 else (
             b'{"rows": [[' + b",".join(str(v).encode() for v in row) + b"]]}")
         assert answer(body, True) == answer(body, False), row
+
+
+# -- /v2 plans: what stays the same between a client's requests, checked once per bundle (oip._Plan) ---------------
+def _labelled_csv(label) -> str:
+    """Generated rows of three numeric features and a label column made by ``label(row)``."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(80, 3))
+    lines = ["a,b,c,y"] + [",".join(f"{v:.6f}" for v in x) + f",{label(x)}" for x in X]
+    return "\n".join(lines) + "\n"
+
+
+def _models(client) -> dict[str, str]:
+    """Models whose /v2 "predict" output has each datatype the plans write: text (iris species), INT64 and FP64
+    labels, FP64 regression values (with a predict_std output)."""
+    out = {"text": _model(client)}
+    ints = upload_csv(client, _labelled_csv(lambda x: int(x[0] > 0) + int(x[1] > 0)), name="ints").json()["id"]
+    floats = upload_csv(client, _labelled_csv(lambda x: 0.5 if x[0] > 0 else 2), name="floats").json()["id"]
+    for key, ds, algorithm in (("int", ints, "logistic_regression"), ("float", floats, "logistic_regression"),
+                               ("regression", ints, "bayesian_linear_regression")):
+        target = "y" if algorithm == "logistic_regression" else "c"
+        features = ["a", "b", "c"] if target == "y" else ["a", "b", "y"]
+        mid, job = train(client, algorithm=algorithm, dataset_id=ds, target=target, features=features)
+        assert job["status"] == "succeeded", job
+        out[key] = mid
+    return out
+
+
+class _Spy:
+    """Counts the general path's decodings (``oip.parse_infer_request``): a request the shortcut answered has none."""
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        real = oip.parse_infer_request
+
+        def spy(*args):
+            self.calls += 1
+            return real(*args)
+
+        monkeypatch.setattr(oip, "parse_infer_request", spy)
+
+    def answer(self, *args):
+        """``_answer(*args)`` and whether the general path decoded the request."""
+        before = self.calls
+        out = _answer(*args)
+        return out, self.calls > before
+
+
+def _answer(plane, bundle, name, body, hlen=None, general=False):
+    """``plane.infer``'s answer (or its error's detail), through the shortcut or (``general``) without it."""
+    real = oip._infer_plain
+    if general:
+        oip._infer_plain = lambda *a: None
+    try:
+        return plane.infer(bundle, name, body, hlen)
+    except oip.V2Error as exc:
+        return exc.detail
+    finally:
+        oip._infer_plain = real
+
+
+def _doc(data, shape, datatype="FP64", outputs=("predict",), **extra):
+    t = {"name": "x", "shape": shape, "datatype": datatype, "data": data}
+    body = {"inputs": [t], **extra}
+    if outputs is not None:
+        body["outputs"] = [{"name": o} for o in outputs]
+    return orjson.dumps(body)
+
+
+def test_v2_json_plans_answer_as_v1_and_the_general_path(client, monkeypatch):
+    plane = client.app.state.runtime.plane
+    spy = _Spy(monkeypatch)
+    rng = np.random.default_rng(3)
+    for key, mid in _models(client).items():
+        bundle = plane.model(mid)
+        k = len(bundle.feature_names)
+        rows = rng.normal(size=(8, k)) * 3
+        wanted = [("predict",), ("predict_std",), ("predict", "predict_std")] if key == "regression" else [
+            ("predict",), ("predict_proba",), None]
+        for outputs in wanted:
+            for extra in ({}, {"id": "req-7"}):
+                for i, n in ((0, 1), (1, 1), (2, 1), (3, 1), (4, 2), (6, 2)):  # one row, then two a request
+                    X = rows[i:i + n]
+                    body = _doc(X.reshape(-1).tolist(), [n, k], outputs=outputs, **extra)
+                    fast, general = spy.answer(plane, bundle, mid, body)
+                    assert not general, (key, body)  # the shortcut answered
+                    assert fast == _answer(plane, bundle, mid, body, general=True), (key, body)
+                    if outputs == ("predict",):  # the numbers /v1 gives, in the protocol's datatype
+                        v1 = orjson.loads(plane.predict(bundle, orjson.dumps({"rows": X.tolist()}))[0])
+                        out = orjson.loads(fast[0])["outputs"][0]
+                        assert out["data"] == v1["predictions"] and out["shape"] == [n]
+                        assert out["datatype"] == {"text": "BYTES", "int": "INT64"}.get(key, "FP64")
+                        assert fast[0].startswith(bundle.memo["v2_json_last"].head)  # written from the plan
+        # the model named by its name as well as its id: each answer names it as asked
+        name = client.get(f"/v1/models/{mid}").json()["name"]
+        body = _doc(rows[0].tolist(), [1, k])
+        for who in (name, mid, name):
+            fast = _answer(plane, bundle, who, body)
+            assert fast == _answer(plane, bundle, who, body, general=True)
+            assert orjson.loads(fast[0])["model_name"] == who
+
+
+def test_v2_json_near_misses_take_the_general_path(client, monkeypatch):
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    spy = _Spy(monkeypatch)
+    row = [5.1, 3.5, 1.4, 0.2]
+    good = _doc(row, [1, 4])
+    near = [
+        _doc(row, [1, 4], datatype="FP32"), _doc([5, 3, 1, 0], [1, 4], datatype="INT64"),
+        _doc(row + [6.7, 3.0, 5.2, 2.3], [1, 4]),  # two rows' numbers in a one-row tensor
+        _doc(row, [2, 4]), _doc(row[:3], [1, 3]), _doc(row + [1.0], [1, 5]), _doc(row, [4]), _doc(row, [1, 1, 4]),
+        _doc(row, [1, 4], parameters={}), _doc(row, [1, 4], parameters={"binary_data_output": True}),
+        good.replace(b'"datatype":"FP64"', b'"datatype":"FP64","parameters":{}'),
+        good.replace(b'{"name":"predict"}', b'{"name":"predict","parameters":{"binary_data":true}}'),
+        good.replace(b'{"name":"predict"}', b'{"name":"predict_std"}'),
+        good.replace(b'{"name":"predict"}', b'{"name":"nope"}'),
+        good.replace(b'"name":"x"', b'"name":"sepal_length"'), good.replace(b'"name":"x"', b'"name":""'),
+        _doc(row, [1, 4], extra_field=1), _doc([5.1, 3.5, 1.4, "0.2"], [1, 4]), _doc([5.1, 3.5, 1.4, None], [1, 4]),
+        _doc([True, False, True, True], [1, 4]), _doc([], [1, 4]), _doc(row, [1, 4], id=7),
+        _doc(row, [1, 4], outputs=()), good[:-1], good + b"x", good.replace(b"[5.1", b"{5.1", 1),
+        # a later duplicate "data" key is the tensor's data (the last one counts, as the general path reads it)
+        good.replace(b'"data":[5.1,3.5,1.4,0.2]', b'"data":[5.1,3.5,1.4,0.2],"data":[]'),
+        good.replace(b'"data":[5.1,3.5,1.4,0.2]', b'"data":[],"data":[]'),
+    ]
+    for body in [good, *near, good, *near]:  # each near miss once with a plan of the good document made, once more
+        fast, general = spy.answer(plane, bundle, mid, body)
+        assert general == (body != good), body
+        assert fast == _answer(plane, bundle, mid, body, general=True), body
+    # remembered bytes around another document's numbers: a duplicate "data" key after them is not skipped
+    dup = good.replace(b'"data":[5.1,3.5,1.4,0.2]', b'"data":[6.7,3.0,5.2,2.3],"data":[]')
+    assert _answer(plane, bundle, mid, dup) == _answer(plane, bundle, mid, dup, general=True)
+    assert "needs 4 elements but data has 0" in _answer(plane, bundle, mid, dup)
+
+
+def test_v2_binary_plans_answer_as_the_general_path(client, monkeypatch):
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    spy = _Spy(monkeypatch)
+
+    def request(rows, shape=None, datatype="FP64", size=None, outputs=({"name": "predict"},)):
+        X = np.asarray(rows, dtype=np.float64)
+        shape = shape or list(X.shape)
+        head = orjson.dumps({"inputs": [{"name": "x", "shape": shape, "datatype": datatype,
+                                         "parameters": {"binary_data_size": size or X.nbytes}}],
+                             "outputs": list(outputs)})
+        return head + X.tobytes(), str(len(head))
+
+    rows = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [4.9, 3.1, 1.5, np.nan]]
+    taken = [request(rows[:1]), request(rows[1:2]), request(rows[:2]), request(rows[2:]),
+             request(rows[:1], outputs=({"name": "predict_proba"},)),
+             request(rows[1:2], outputs=({"name": "predict"}, {"name": "predict_proba"}))]
+    body, hlen = taken[0]
+    near = [(body, "0" + hlen), (body + b"\0" * 8, hlen), (body[:-8], hlen), request(rows[:1], datatype="FP32"),
+            request(rows[:1], shape=[2, 4]), request(rows[:1], size=24), request([[5.1, 3.5, 1.4, np.inf]]),
+            (body, "x"), (body, str(len(body) + 1)), request(rows[:1], outputs=())]
+    for b, h in [*taken, *near, *taken, *near]:
+        fast, general = spy.answer(plane, bundle, mid, b, h)
+        assert general == ((b, h) in near and h != "0" + hlen), (b, h)  # another header text, the same header
+        assert fast == _answer(plane, bundle, mid, b, h, general=True), (b, h)
+    v1 = plane.predict(bundle, orjson.dumps({"rows": rows[:2]}))[0]
+    assert orjson.loads(_answer(plane, bundle, mid, *request(rows[:2]))[0])["outputs"][0]["data"] == \
+        orjson.loads(v1)["predictions"]
