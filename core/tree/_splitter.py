@@ -574,20 +574,8 @@ class Splitter:
         with np.errstate(divide="ignore", invalid="ignore"):
             Wnode = rows.Wn[nodes.take(enode_seg)]
             F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
-            WR = Wk - WL
-            num_ok = count_ok
-            num_ok[seg_end] = False  # the last entry of a segment has no next bin
-            num_ok &= WL > 0
-            num_ok &= WR > 0
-            gain = WL * impL
-            t = WR * impR
-            gain += t
-            del t
-            gain /= Wk
-            np.subtract(impK, gain, out=gain)
-            gain *= F
-            np.copyto(gain, -np.inf, where=~num_ok)
-            del F, impK, impL, impR, imp, num_ok
+            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
+            del F, impK, impL, impR, imp
         valid = np.isfinite(gain)
         if not valid.any():
             return None
@@ -654,20 +642,8 @@ class Splitter:
             Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
             F = np.where(Wnode > 0, Wk / Wnode, 0.0)
             del Wnode
-            WR = Wk - WL
-            num_ok = count_ok
-            num_ok[seg_end] = False  # the last entry of a segment has no next bin
-            num_ok &= WL > 0
-            num_ok &= WR > 0
-            gain = WL * impL
-            t = WR * impR
-            gain += t
-            del t
-            gain /= Wk
-            np.subtract(impK, gain, out=gain)
-            gain *= F
-            np.copyto(gain, -np.inf, where=~num_ok)
-            del F, impK, impL, impR, num_ok
+            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
+            del F, impK, impL, impR
         valid = np.isfinite(gain)
         if not valid.any():
             return None
@@ -804,3 +780,23 @@ class _Entries:
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
+
+
+def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F):
+    """The fused paths' weighted impurity decrease per entry, ``F (imp_K - (W_L imp_L + W_R imp_R) / W_K)``, and
+    -inf where the split is not allowed (too few rows a side, an empty side, a segment's last entry); in place on
+    ``count_ok``. The same operations in the same order as ``_entry_scores``."""
+    WR = Wk - WL
+    num_ok = count_ok
+    num_ok[seg_end] = False  # the last entry of a segment has no next bin
+    num_ok &= WL > 0
+    num_ok &= WR > 0
+    gain = WL * impL
+    t = WR * impR
+    gain += t
+    del t
+    gain /= Wk
+    np.subtract(impK, gain, out=gain)
+    gain *= F
+    np.copyto(gain, -np.inf, where=~num_ok)
+    return gain
