@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._binning import Binned
-from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, squared_error_impurity, xlog2x
+from ._criterion import REGRESSION_CRITERIA, impurity, mae_entry_impurities, xlog2x
+from ._fused_splits import FusedSplits
+from ._splits import Splits, run_mask
 from ._tree import ranges
 
 __all__ = ["Splitter", "Splits"]
@@ -49,48 +51,11 @@ def _unique_inverse(flat: np.ndarray, minor=None, major=None):
     return ks[bd], inv
 
 
-def _run_mask(a: np.ndarray) -> np.ndarray:
-    """True where a run of equal values of ``a`` starts."""
-    m = np.empty(a.size, dtype=bool)
-    if a.size:
-        m[0] = True
-        np.not_equal(a[1:], a[:-1], out=m[1:])
-    return m
-
-
 def _run_starts(a: np.ndarray) -> np.ndarray:
-    return np.flatnonzero(_run_mask(a))
+    return np.flatnonzero(run_mask(a))
 
 
-class Splits:
-    """The chosen splits of a level (local node ids, ascending) and their children as CSR:
-    ``nch`` children per split node, ``slots`` (-1: a category absent at the node) and ``fracs`` (the
-    children's known-weight fractions), flat in node order."""
-
-    __slots__ = ("node", "feat", "cat", "code", "thr", "gain", "nch", "slots", "fracs")
-
-    def __init__(self, node, feat, cat, code, thr, gain, nch, slots, fracs):
-        self.node, self.feat, self.cat, self.code, self.thr, self.gain = node, feat, cat, code, thr, gain
-        self.nch, self.slots, self.fracs = nch, slots, fracs
-
-    @property
-    def size(self) -> int:
-        return int(self.node.size)
-
-    @classmethod
-    def concat(cls, parts: list) -> Splits:
-        if len(parts) == 1:
-            return parts[0]
-        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in cls.__slots__))
-
-    def take(self, keep: np.ndarray) -> Splits:
-        """The splits where ``keep`` (a boolean over split nodes) holds."""
-        owner_keep = np.repeat(keep, self.nch)
-        return Splits(self.node[keep], self.feat[keep], self.cat[keep], self.code[keep], self.thr[keep],
-                      self.gain[keep], self.nch[keep], self.slots[owner_keep], self.fracs[owner_keep])
-
-
-class Splitter:
+class Splitter(FusedSplits):
     """Best split of every candidate node of a level (one or several trees grown together; ``rng``:
     one generator per tree, or None)."""
 
@@ -514,180 +479,6 @@ class Splitter:
             code=code, seg_start=seg_start, seg_end=seg_end, seg_id=seg_id, WL=WL, Wk=Wk, W_e=W_e, N=N,
         )
 
-    # ------------------------------------------------------------------ fused path
-    def _simple_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
-        """``_entry_scores`` and ``_best_splits`` for squared error on numeric features without missing
-        values, with fewer NumPy calls on contiguous channels: the same operations on the same numbers
-        in the same order (every entry is known and numeric; the totals are channel-major (w, wy, wy^2
-        [, count]) rows, left, right and segment totals share one impurity call, the count channel
-        shares the cumulative sum), so the same splits bit for bit.  ``st``: (3, cells)."""
-        mf, msl = self.mf, self.msl
-        nU = seg.size
-        # cumulative sums of (w, wy, wy^2[, count]) in one buffer with a leading zero column
-        unit = rows.r_w is None and rows.r_f is None  # w and the count are the same numbers
-        C = 3 if unit else 4
-        cs = np.empty((C, nU + 1))
-        cs[:, 0] = 0.0
-        cs[:3, 1:] = st
-        if not unit:
-            cs[3, 1:] = cnt
-        new_seg = _run_mask(seg)
-        seg_start = np.flatnonzero(new_seg)
-        seg_id = np.cumsum(new_seg)
-        seg_id -= 1
-        if block_nodes.size == 1:
-            np.cumsum(cs[:, 1:], axis=1, out=cs[:, 1:])
-            bidx = seg_start.copy()  # column of cs holding the cumulative sum before the segment
-            bidx[0] = 0
-        else:  # each block its own cumulative sums (the same numbers as the block alone)
-            enode = seg // mf
-            bent = np.searchsorted(enode, block_nodes)
-            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
-                np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
-            first = np.zeros(nU, dtype=bool)
-            first[bent] = True
-            bidx = np.where(first[seg_start], 0, seg_start)
-            del first, bent, enode
-        seg_end = np.empty_like(seg_start)
-        seg_end[:-1] = seg_start[1:]
-        seg_end[-1] = nU
-        seg_end -= 1
-        nS = seg_start.size
-        # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
-        LR = np.empty((C, 2 * nU + nS))
-        left = LR[:, :nU]
-        np.subtract(cs[:, 1:], cs.take(bidx.take(seg_id), axis=1), out=left)
-        del cs
-        tot_seg = LR[:, 2 * nU :]
-        left.take(seg_end, axis=1, out=tot_seg)
-        np.subtract(tot_seg.take(seg_id, axis=1), left, out=LR[:, nU : 2 * nU])
-        imp = squared_error_impurity(LR[0], LR[1], LR[2])
-        impL, impR = imp[:nU], imp[nU : 2 * nU]
-        impK = imp[2 * nU :].take(seg_id)
-        WL = LR[0, :nU]
-        Wk_seg = LR[0, 2 * nU :]
-        Wk = Wk_seg.take(seg_id)
-        kc = 0 if unit else 3  # the count channel
-        count_ok = LR[kc, :nU] >= msl
-        count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
-        enode_seg = seg.take(seg_start) // mf
-        with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = rows.Wn[nodes.take(enode_seg)]
-            F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
-            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
-            del F, impK, impL, impR, imp
-        valid = np.isfinite(gain)
-        if not valid.any():
-            return None
-        return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
-
-    def _simple_class_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
-        """``_entry_scores`` and ``_best_splits`` for gini and entropy on numeric features without missing
-        values, with fewer NumPy calls: the same operations on (cells, classes) arrays of the same shapes
-        (the class sums go through the same matrix products), so the same splits bit for bit."""
-        mf, msl, criterion = self.mf, self.msl, self.criterion
-        S = st.shape[1]
-        nU = seg.size
-        cs = np.empty((nU + 1, S))  # cumulative sums with a leading zero row
-        cs[0] = 0.0
-        cs[1:] = st
-        cc = np.empty(nU + 1)
-        cc[0] = 0.0
-        cc[1:] = cnt
-        new_seg = _run_mask(seg)
-        seg_start = np.flatnonzero(new_seg)
-        seg_id = np.cumsum(new_seg)
-        seg_id -= 1
-        if block_nodes.size == 1:
-            np.cumsum(cs[1:], axis=0, out=cs[1:])
-            np.cumsum(cc[1:], out=cc[1:])
-            bidx = seg_start.copy()  # row of cs holding the cumulative sum before the segment
-            bidx[0] = 0
-        else:  # each block its own cumulative sums (the same numbers as the block alone)
-            enode = seg // mf
-            bent = np.searchsorted(enode, block_nodes)
-            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
-                np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
-                np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
-            first = np.zeros(nU, dtype=bool)
-            first[bent] = True
-            bidx = np.where(first[seg_start], 0, seg_start)
-            del first, bent, enode
-        seg_end = np.empty_like(seg_start)
-        seg_end[:-1] = seg_start[1:]
-        seg_end[-1] = nU
-        seg_end -= 1
-        bidx = bidx.take(seg_id)
-        left = cs[1:] - cs.take(bidx, axis=0)
-        cleft = cc[1:] - cc.take(bidx)
-        del cs, cc, bidx
-        cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
-        cright -= cleft
-        count_ok = cleft >= msl
-        count_ok &= cright >= msl
-        del cleft, cright
-        tot = left.take(seg_end, axis=0).take(seg_id, axis=0)
-        onesS = np.ones(S)
-        WL = left @ onesS
-        Wk = tot @ onesS
-        impL = impurity(left, criterion)
-        right = np.subtract(tot, left, out=left)
-        del left
-        impR = impurity(right, criterion)
-        del right
-        impK = impurity(tot, criterion)
-        del tot
-        enode_seg = seg.take(seg_start) // mf
-        with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
-            F = np.where(Wnode > 0, Wk / Wnode, 0.0)
-            del Wnode
-            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
-            del F, impK, impL, impR
-        valid = np.isfinite(gain)
-        if not valid.any():
-            return None
-        return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
-
-    def _simple_best(self, nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk):
-        """The fused paths' best split per node (``_best_splits`` without gain ratio or categories)."""
-        mf, binned = self.mf, self.binned
-        nU = seg.size
-        # best entry per node: the first entry with the node's largest gain
-        seg_node = enode_seg
-        node_new = _run_mask(seg_node)
-        nseg_start = np.flatnonzero(node_new)
-        node_start = seg_start.take(nseg_start)
-        gbest = np.maximum.reduceat(gain, node_start)
-        node_id_of = (np.cumsum(node_new) - 1).take(seg_id)
-        is_top = gain >= gbest.take(node_id_of)
-        is_top &= valid
-        best_entry = np.minimum.reduceat(np.where(is_top, np.arange(nU), nU), node_start)
-        has = best_entry < nU
-        sel = np.flatnonzero(has & (gbest >= -1e-12))
-        if sel.size == 0:
-            return None
-        be = best_entry[sel]
-        bn = seg_node[nseg_start[sel]]
-        bseg = seg.take(be)
-        bfeat = bseg % mf if (mf == self.n_features and feats.strides[0] == 0) else \
-            (np.ascontiguousarray(feats).reshape(-1)).take(bseg)
-        bcode = code.take(be)
-        ncode = code.take(be + 1)  # a valid entry has a next bin in its segment
-        hi = binned.bin_hi[bfeat, bcode]
-        lo = binned.bin_lo[bfeat, ncode]
-        thr = 0.5 * (hi + lo)
-        thr = np.where((thr >= lo) | ~np.isfinite(thr), hi, thr)  # rounding guard (as scikit-learn)
-        n = sel.size
-        slots = np.zeros(2 * n, dtype=np.intp)
-        slots[1::2] = 1
-        fracs = np.empty(2 * n)
-        wl, wk = WL.take(be), Wk.take(be)
-        np.divide(wl, wk, out=fracs[0::2])
-        np.divide(wk - wl, wk, out=fracs[1::2])
-        return Splits(nodes[bn], bfeat, np.zeros(n, dtype=bool), bcode, thr, gbest[sel],
-                      np.full(n, 2, dtype=np.intp), slots, fracs)
-
     # ------------------------------------------------------------------ best split per node
     def _best_splits(self, nodes, e) -> Splits | None:
         nU, gain, valid, enode, efeat, ecat, code = e.nU, e.gain, e.valid, e.enode, e.efeat, e.ecat, e.code
@@ -695,7 +486,7 @@ class Splitter:
         score = e.score
         ratio, binned, Bp1 = self.ratio, self.binned, self.Bp1
         # --- best entry per node
-        node_new = _run_mask(enode)
+        node_new = run_mask(enode)
         node_start = np.flatnonzero(node_new)
         node_of = enode[node_start]
         idx = np.arange(nU)
@@ -713,7 +504,7 @@ class Splitter:
             fb = np.minimum(first_best, nU - 1)
             seg_score = np.where(eligible, score[fb], -np.inf)
             # per node max score over segments
-            seg_new = _run_mask(seg_node)
+            seg_new = run_mask(seg_node)
             nseg_start = np.flatnonzero(seg_new)
             best_score = np.maximum.reduceat(seg_score, nseg_start)
             seg_nid = np.cumsum(seg_new) - 1
@@ -780,23 +571,3 @@ class _Entries:
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
-
-
-def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F):
-    """The fused paths' weighted impurity decrease per entry, ``F (imp_K - (W_L imp_L + W_R imp_R) / W_K)``, and
-    -inf where the split is not allowed (too few rows a side, an empty side, a segment's last entry); in place on
-    ``count_ok``. The same operations in the same order as ``_entry_scores``."""
-    WR = Wk - WL
-    num_ok = count_ok
-    num_ok[seg_end] = False  # the last entry of a segment has no next bin
-    num_ok &= WL > 0
-    num_ok &= WR > 0
-    gain = WL * impL
-    t = WR * impR
-    gain += t
-    del t
-    gain /= Wk
-    np.subtract(impK, gain, out=gain)
-    gain *= F
-    np.copyto(gain, -np.inf, where=~num_ok)
-    return gain
