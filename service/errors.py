@@ -38,6 +38,14 @@ class NotFound(ProblemError):
     status, title = 404, "Not Found"
 
 
+def found(record: dict | None, what: str, id_: str) -> dict:
+    """``record``, or 404 naming ``what`` and its id when there is none (it does not exist, or belongs to another
+    project)."""
+    if record is None:
+        raise NotFound(f"{what} {id_!r} does not exist")
+    return record
+
+
 class Conflict(ProblemError):
     status, title = 409, "Conflict"
 

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import NotFound, UnsupportedMedia, invalid
+from ..errors import NotFound, UnsupportedMedia, found, invalid
 from ..schemas.models import DatasetCreateJSON
 from ..storage.artifacts import ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
@@ -224,10 +224,8 @@ def _insert(meta: MetadataStore, art: ArtifactStore, record: dict) -> dict:
 
 
 def get_record(meta: MetadataStore, dataset_id: str) -> dict:
-    rec = meta.get_dataset(dataset_id)
-    if rec is None:
-        raise NotFound(f"dataset {dataset_id!r} does not exist")
-    return rec
+    """The dataset's record; 404 when it does not exist (or belongs to another project)."""
+    return found(meta.get_dataset(dataset_id), "dataset", dataset_id)
 
 
 def load_columns(art: ArtifactStore, dataset_id: str, names: Sequence[str] | None = None,

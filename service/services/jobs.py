@@ -44,7 +44,7 @@ from core.context import FitCancelled, FitContext
 from core.params import ParamError
 from core.validation import DataError
 
-from ..errors import Conflict, Invalid, NotFound
+from ..errors import Conflict, Invalid, NotFound, found
 from ..storage.metadata import TERMINAL, MetadataStore, jobs, models, utcnow
 
 if TYPE_CHECKING:
@@ -269,10 +269,7 @@ def cancel(meta: MetadataStore, job_id: str) -> str | None:
 # ------------------------------------------------------------------------------------------------
 def get_record(meta: ProjectMeta, job_id: str) -> dict:
     """The job's record; 404 when it does not exist (or belongs to another project)."""
-    job = meta.get_job(job_id)
-    if job is None:
-        raise NotFound(f"job {job_id!r} does not exist")
-    return job
+    return found(meta.get_job(job_id), "job", job_id)
 
 
 def request_cancel(meta: ProjectMeta, job_id: str) -> dict:

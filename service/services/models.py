@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, found
 
 if TYPE_CHECKING:
     from .projects import ProjectMeta, ProjectRuntime
@@ -12,10 +12,7 @@ if TYPE_CHECKING:
 
 def get_record(meta: ProjectMeta, model_id: str) -> dict:
     """The model's record; 404 when it does not exist (or belongs to another project)."""
-    m = meta.get_model(model_id)
-    if m is None:
-        raise NotFound(f"model {model_id!r} does not exist")
-    return m
+    return found(meta.get_model(model_id), "model", model_id)
 
 
 def delete(r: ProjectRuntime, model_id: str) -> None:

@@ -9,7 +9,7 @@ create with the ``home`` project. Services take it where they took the runtime; 
 
 from __future__ import annotations
 
-from ..errors import NotFound
+from ..errors import found
 from .dataplane import DataPlane
 
 
@@ -83,8 +83,7 @@ class ProjectCache:
         b = self.peek(model_id)
         if b is not None:
             return b
-        if self.meta.get_model(model_id) is None:
-            raise NotFound(f"model {model_id!r} does not exist")
+        found(self.meta.get_model(model_id), "model", model_id)
         return self.inner.get(model_id)
 
     async def aget(self, model_id: str):
