@@ -32,27 +32,10 @@ class FusedSplits:
         cs[:3, 1:] = st
         if not unit:
             cs[3, 1:] = cnt
-        new_seg = run_mask(seg)
-        seg_start = np.flatnonzero(new_seg)
-        seg_id = np.cumsum(new_seg)
-        seg_id -= 1
-        if block_nodes.size == 1:
-            np.cumsum(cs[:, 1:], axis=1, out=cs[:, 1:])
-            bidx = seg_start.copy()  # column of cs holding the cumulative sum before the segment
-            bidx[0] = 0
-        else:  # each block its own cumulative sums (the same numbers as the block alone)
-            enode = seg // mf
-            bent = np.searchsorted(enode, block_nodes)
-            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
-                np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
-            first = np.zeros(nU, dtype=bool)
-            first[bent] = True
-            bidx = np.where(first[seg_start], 0, seg_start)
-            del first, bent, enode
-        seg_end = np.empty_like(seg_start)
-        seg_end[:-1] = seg_start[1:]
-        seg_end[-1] = nU
-        seg_end -= 1
+        seg_start, seg_id, seg_end = _segments(seg)
+        bent, bidx = _block_bases(seg, mf, block_nodes, seg_start)  # bidx: column of cs before the segment
+        for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
+            np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
         nS = seg_start.size
         # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
         LR = np.empty((C, 2 * nU + nS))
@@ -95,29 +78,11 @@ class FusedSplits:
         cc = np.empty(nU + 1)
         cc[0] = 0.0
         cc[1:] = cnt
-        new_seg = run_mask(seg)
-        seg_start = np.flatnonzero(new_seg)
-        seg_id = np.cumsum(new_seg)
-        seg_id -= 1
-        if block_nodes.size == 1:
-            np.cumsum(cs[1:], axis=0, out=cs[1:])
-            np.cumsum(cc[1:], out=cc[1:])
-            bidx = seg_start.copy()  # row of cs holding the cumulative sum before the segment
-            bidx[0] = 0
-        else:  # each block its own cumulative sums (the same numbers as the block alone)
-            enode = seg // mf
-            bent = np.searchsorted(enode, block_nodes)
-            for a, b in zip(bent.tolist(), [*bent[1:].tolist(), nU], strict=True):
-                np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
-                np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
-            first = np.zeros(nU, dtype=bool)
-            first[bent] = True
-            bidx = np.where(first[seg_start], 0, seg_start)
-            del first, bent, enode
-        seg_end = np.empty_like(seg_start)
-        seg_end[:-1] = seg_start[1:]
-        seg_end[-1] = nU
-        seg_end -= 1
+        seg_start, seg_id, seg_end = _segments(seg)
+        bent, bidx = _block_bases(seg, mf, block_nodes, seg_start)  # bidx: row of cs before the segment
+        for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
+            np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
+            np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
         bidx = bidx.take(seg_id)
         left = cs[1:] - cs.take(bidx, axis=0)
         cleft = cc[1:] - cc.take(bidx)
@@ -188,6 +153,40 @@ class FusedSplits:
         np.divide(wk - wl, wk, out=fracs[1::2])
         return Splits(nodes[bn], bfeat, np.zeros(n, dtype=bool), bcode, thr, gbest[sel],
                       np.full(n, 2, dtype=np.intp), slots, fracs)
+
+
+def _segments(seg: np.ndarray):
+    """``(seg_start, seg_id, seg_end)`` of the entries' segments (runs of one (node, feature)): the first and
+    last entry of each segment, and each entry's segment number."""
+    new_seg = run_mask(seg)
+    seg_start = np.flatnonzero(new_seg)
+    seg_id = np.cumsum(new_seg)
+    seg_id -= 1
+    seg_end = np.empty_like(seg_start)
+    seg_end[:-1] = seg_start[1:]
+    seg_end[-1] = seg.size
+    seg_end -= 1
+    return seg_start, seg_id, seg_end
+
+
+def _block_bases(seg, mf: int, block_nodes: np.ndarray, seg_start: np.ndarray):
+    """``(bent, bidx)``: the first entry of each block of trees (None for one block), and per segment the index,
+    in cumulative sums with a leading zero, of the sum before the segment (0 where a block starts)."""
+    if block_nodes.size == 1:
+        bidx = seg_start.copy()
+        bidx[0] = 0
+        return None, bidx
+    bent = np.searchsorted(seg // mf, block_nodes)
+    first = np.zeros(seg.size, dtype=bool)
+    first[bent] = True
+    return bent, np.where(first[seg_start], 0, seg_start)
+
+
+def _blocks(bent, n: int) -> list[tuple[int, int]]:
+    """The entry ranges ``[a, b)`` whose cumulative sums restart: the whole level, or each block's."""
+    if bent is None:
+        return [(0, n)]
+    return list(zip(bent.tolist(), [*bent[1:].tolist(), n], strict=True))
 
 
 def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F):
