@@ -2,58 +2,19 @@
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.integration._server import ServerProcess, free_port
 from tests.service.conftest import iris_csv
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, data_dir: Path, port: int, **env):
-        self.data_dir, self.port, self.extra_env = data_dir, port, env
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc = None
-
-    def start(self):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
-        env["PYTHONPATH"] = str(ROOT)
-        env.update(self.extra_env)
-        self.log = open(self.data_dir.parent / f"server-{self.port}.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--data-dir",
-             str(self.data_dir), "--workers", "1"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "server exited during start-up"
-            try:
-                if httpx.get(self.url + "/health/ready", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("server did not become ready")
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=30)
-        self.log.close()
+Server = ServerProcess  # one worker process, access log on: the defaults
 
 
 def _wait(c: httpx.Client, job_id: str, states=("succeeded", "failed", "cancelled"), timeout=60):
@@ -69,7 +30,7 @@ def _wait(c: httpx.Client, job_id: str, states=("succeeded", "failed", "cancelle
 def test_walkthrough_restart_and_kill(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, _free_port()).start()
+    server = Server(data, free_port()).start()
     try:
         c = httpx.Client(base_url=server.url, timeout=30)
         ds = c.post("/v1/datasets?name=iris", content=iris_csv(), headers={"content-type": "text/csv"})
@@ -98,7 +59,7 @@ def test_walkthrough_restart_and_kill(tmp_path):
 
     # the job left running has no worker renewing its lease: once it expires the reconciler fails it (one
     # attempt allowed here; with more it would be run again)
-    server = Server(data, _free_port(), ORCHARD_JOB_LEASE_TIMEOUT="1", ORCHARD_JOB_SWEEP_INTERVAL="0.2",
+    server = Server(data, free_port(), ORCHARD_JOB_LEASE_TIMEOUT="1", ORCHARD_JOB_SWEEP_INTERVAL="0.2",
                     ORCHARD_JOB_MAX_ATTEMPTS="1").start()
     try:
         c = httpx.Client(base_url=server.url, timeout=30)
@@ -127,7 +88,7 @@ def test_workers_exit_when_the_api_process_is_killed_alone(tmp_path):
     the forkserver rather than of the API, must not linger waiting for jobs that will never come."""
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, _free_port())
+    server = Server(data, free_port())
     server.start()
     pgid = server.proc.pid  # start_new_session: the server leads its own process group
     members = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(int(p.name)) == pgid]

@@ -2,12 +2,8 @@
 the same data directory: no partial dataset is listed or recorded, the leftovers are collected, and the same
 file uploaded again reads back equal to the generated data."""
 
-import os
-import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from service.services.column_files import _FLUSH_BYTES, _HEADER_BYTES
+from tests.integration._server import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -51,57 +48,25 @@ def _generated(n_rows: int, seed: int = 7) -> tuple[bytes, dict]:
     return sink.getvalue().to_pybytes(), expected
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Server(ServerProcess):
+    """`orchard serve` on a free port, no worker process, no access log (``paused_at``: started through
+    _serve_paused.py, which stops the upload's thread for good at that point of the publication)."""
 
-
-class Server:
-    """`orchard serve` on a free port (``paused_at``: started through _serve_paused.py, which stops the upload's
-    thread for good at that point of the publication)."""
+    workers = 0
+    options = ("--no-access-log",)
+    ready_timeout = 90.0
 
     def __init__(self, data_dir: Path, *, paused_at: str | None = None, **env):
-        self.data_dir, self.paused_at = data_dir, paused_at
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(data_dir, ORCHARD_SECRET_KEY="kill-test-key", **env)
+        self.paused_at = paused_at
         self.marker = data_dir.parent / f"paused-{self.port}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHARD_")}
-        self.env.update({"PYTHONPATH": str(ROOT), "ORCHARD_SECRET_KEY": "kill-test-key", **env})
 
-    def start(self) -> "Server":
-        prefix = [str(ROOT / "tests" / "integration" / "_serve_paused.py"), self.paused_at, str(self.marker)] \
-            if self.paused_at else ["-m", "service.cli"]
-        self.log = open(self.data_dir.parent / f"server-{self.port}.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, *prefix, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir),
-             "--workers", "0", "--no-access-log"],
-            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 90
-        while True:
-            assert self.proc.poll() is None, self.log_text()
-            assert time.monotonic() < deadline, "server did not become ready"
-            try:
-                if httpx.get(self.url + "/health/ready", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-
-    def log_text(self) -> str:
-        return (self.data_dir.parent / f"server-{self.port}.log").read_text(errors="replace")[-3000:]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        self.log.close()
+    def command(self) -> list[str]:
+        if not self.paused_at:
+            return super().command()
+        serve = super().command()
+        return [serve[0], str(ROOT / "tests" / "integration" / "_serve_paused.py"), self.paused_at,
+                str(self.marker), *serve[3:]]
 
 
 def _wait_for(cond, what: str, timeout: float = 60):
