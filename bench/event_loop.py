@@ -74,12 +74,13 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
     their main threads after this) and both probers run at raised priority where permitted. ``repeat``:
     100,000-row predicts in a row (more probes for the 99th percentile)."""
     from service.storage.artifacts import ArtifactStore
-    from tests.integration.test_serve_subprocess import Server, _free_port, _wait
+    from tests.integration._server import ServerProcess, free_port
+    from tests.integration.test_serve_subprocess import _wait
 
     control_dir = data.parent / "control"
     control_dir.mkdir(exist_ok=True)
-    server = Server(data, _free_port()).start()
-    control = Server(control_dir, _free_port()).start()
+    server = ServerProcess(data, free_port()).start()
+    control = ServerProcess(control_dir, free_port()).start()
     priority = priority and raise_priority(server.proc.pid) and raise_priority(control.proc.pid)
     rng = np.random.default_rng(0)
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_serve_subprocess import Server, _free_port
+from tests.integration._server import ServerProcess, free_port
 from tests.service.conftest import iris_csv
 
 pytest.importorskip("openapi_python_client")
@@ -50,7 +50,7 @@ def sdk(tmp_path_factory):
 def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("sdk-server") / "data"
     data.mkdir()
-    s = Server(data, _free_port()).start()
+    s = ServerProcess(data, free_port()).start()
     try:
         import httpx
 

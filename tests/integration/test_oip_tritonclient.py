@@ -8,7 +8,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.integration.test_serve_subprocess import Server, _free_port, _wait
+from tests.integration._server import ServerProcess, free_port
+from tests.integration.test_serve_subprocess import _wait
 from tests.service.conftest import iris_csv
 
 tritonclient_http = pytest.importorskip("tritonclient.http")
@@ -23,7 +24,7 @@ FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 def served(tmp_path_factory):
     data = tmp_path_factory.mktemp("oip") / "data"
     data.mkdir()
-    server = Server(data, _free_port()).start()
+    server = ServerProcess(data, free_port()).start()
     c = httpx.Client(base_url=server.url, timeout=30)
     try:
         ds = c.post("/v1/datasets?name=iris", content=iris_csv(), headers={"content-type": "text/csv"}).json()["id"]

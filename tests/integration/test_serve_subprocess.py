@@ -14,7 +14,6 @@ from tests.service.conftest import iris_csv
 pytestmark = pytest.mark.slow
 
 
-Server = ServerProcess  # one worker process, access log on: the defaults
 
 
 def _wait(c: httpx.Client, job_id: str, states=("succeeded", "failed", "cancelled"), timeout=60):
@@ -30,7 +29,7 @@ def _wait(c: httpx.Client, job_id: str, states=("succeeded", "failed", "cancelle
 def test_walkthrough_restart_and_kill(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, free_port()).start()
+    server = ServerProcess(data, free_port()).start()
     try:
         c = httpx.Client(base_url=server.url, timeout=30)
         ds = c.post("/v1/datasets?name=iris", content=iris_csv(), headers={"content-type": "text/csv"})
@@ -59,7 +58,7 @@ def test_walkthrough_restart_and_kill(tmp_path):
 
     # the job left running has no worker renewing its lease: once it expires the reconciler fails it (one
     # attempt allowed here; with more it would be run again)
-    server = Server(data, free_port(), ORCHARD_JOB_LEASE_TIMEOUT="1", ORCHARD_JOB_SWEEP_INTERVAL="0.2",
+    server = ServerProcess(data, free_port(), ORCHARD_JOB_LEASE_TIMEOUT="1", ORCHARD_JOB_SWEEP_INTERVAL="0.2",
                     ORCHARD_JOB_MAX_ATTEMPTS="1").start()
     try:
         c = httpx.Client(base_url=server.url, timeout=30)
@@ -88,7 +87,7 @@ def test_workers_exit_when_the_api_process_is_killed_alone(tmp_path):
     the forkserver rather than of the API, must not linger waiting for jobs that will never come."""
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, free_port())
+    server = ServerProcess(data, free_port())
     server.start()
     pgid = server.proc.pid  # start_new_session: the server leads its own process group
     members = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(int(p.name)) == pgid]

@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from tests.integration.test_serve_subprocess import Server, _free_port
+from tests.integration._server import ServerProcess, free_port
 from tests.service.conftest import iris_csv
 
 HEADER_TIMEOUT, BODY_TIMEOUT = 3, 4
@@ -50,7 +50,7 @@ def _until_closed(socks: list, deadline: float) -> dict:
 def test_slowloris_and_slow_bodies_are_cut_off_while_a_normal_client_is_served(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, _free_port(), ORCHARD_HEADER_TIMEOUT_S=str(HEADER_TIMEOUT),
+    server = ServerProcess(data, free_port(), ORCHARD_HEADER_TIMEOUT_S=str(HEADER_TIMEOUT),
                     ORCHARD_BODY_TIMEOUT_S=str(BODY_TIMEOUT)).start()
     socks = []
     try:
@@ -98,7 +98,7 @@ def test_slowloris_and_slow_bodies_are_cut_off_while_a_normal_client_is_served(t
 def test_an_idle_connection_is_closed_silently_and_a_malformed_request_gets_a_problem(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, _free_port(), ORCHARD_HEADER_TIMEOUT_S="1").start()
+    server = ServerProcess(data, free_port(), ORCHARD_HEADER_TIMEOUT_S="1").start()
     try:
         s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         s.setblocking(False)
