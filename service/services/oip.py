@@ -526,7 +526,7 @@ class _Plan:
     or numbers (``head`` + the values + ``tail``, as ``_encode_json`` writes them; None otherwise)."""
 
     __slots__ = ("model_name", "prefix", "start", "suffix", "end", "hlen", "size", "shape", "wanted", "rid",
-                 "head", "tail", "text", "floats", "extra")
+                 "head", "tail", "text", "floats", "extra", "id_split")
 
     def __init__(self, bundle, model_name: str, prefix: bytes, suffix: bytes, shape: list[int], wanted: list[str],
                  rid: str | None):
@@ -534,6 +534,7 @@ class _Plan:
         self.start, self.end = len(prefix), -len(suffix) if suffix else None
         self.hlen = self.size = None
         self.shape, self.wanted, self.rid = shape, wanted, rid
+        self.id_split = None  # an _IdSplit when the request id's value may change from one request to the next
         self.extra = None
         if "predict_proba" in wanted and bundle.classes is not None:
             self.extra = {"predict_proba": {"classes": orjson.dumps(bundle.classes).decode()}}
@@ -552,64 +553,170 @@ class _Plan:
                                   b',"shape":[%d],"data":' % shape[0]))
             self.tail = b"}]}" if rid is None else b'}],"id":' + orjson.dumps(rid) + b"}"
 
+    def tail_for(self, rid: str | None) -> bytes:
+        """The answer's closing bytes for a request of this plan whose id is ``rid``."""
+        return self.tail if rid == self.rid else b'}],"id":' + orjson.dumps(rid) + b"}"
+
 
 def _plain_bundle(bundle) -> bool:
     """The shortcut serves all-numeric classifiers and regressors."""
     return bundle.numeric_only and bundle.task in ("classification", "regression")
 
 
-def _json_plan(bundle, model_name: str, body: bytes) -> _Plan | None:
-    """The plan of a JSON request whose bytes around its tensor's ``data`` array were seen before (per bundle,
-    by the bytes before ``"data":``), else made from this one; None when the shortcut does not take it.
+class _IdSplit:
+    """Where a remembered request's id lies, when clients change it from one request to the next: the bytes the
+    plan holds fixed there (the JSON before the data for an id ahead of it, ``where="prefix"``; after the data,
+    ``"suffix"``; a binary request's whole header, ``"head"``) are ``before`` + the id as a JSON string +
+    ``after``. A request matches when its bytes are the same around a string free of escapes (an id with a
+    backslash takes the general path, which decodes it)."""
 
-    Clients send the same document again and again with other numbers in ``data``. A document is remembered
-    once it passed ``_plain_head``'s checks and the same bytes around two stand-in arrays (``[]`` and
-    ``_SENTINEL``) pass them too with the stand-in as the tensor's data: the split is then known to be the
-    tensor's data (not, say, a later duplicate key), and a request made of the same bytes around another array
-    only has that array decoded."""
+    __slots__ = ("before", "after", "where")
+
+    def __init__(self, before: bytes, after: bytes, where: str):
+        self.before, self.after, self.where = before, after, where
+
+
+_ID_STAND_INS = ("", "orchard-stand-in")  # two ids a split must carry to be remembered (see _find_id_split)
+_ID_PLANS_MAX = 16  # plans with a changing id remembered per bundle and kind (tried in turn on a miss)
+
+
+def _string_end(body: bytes, i: int) -> int:
+    """The index after the JSON string without escapes that starts at ``body[i]``, or -1."""
+    if body[i:i + 1] != b'"':
+        return -1
+    j = body.find(b'"', i + 1)
+    if j < 0 or body.find(b"\\", i + 1, j) >= 0:
+        return -1
+    return j + 1
+
+
+def _id_value(literal: bytes) -> str | None:
+    """The request id a JSON string literal without escapes holds, or None (not UTF-8, a control character:
+    the general path words that error)."""
+    try:
+        return orjson.loads(literal)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _find_id_split(part: bytes, rid: str, where: str, meaning, rebuild) -> _IdSplit | None:
+    """The split of ``part`` (bytes of a request the plan holds fixed) around the request id ``rid``, when
+    ``rebuild(before + stand-in id + after)`` means ``meaning`` with that id for both stand-ins; else None."""
+    literal = orjson.dumps(rid)
+    p = part.find(literal)
+    while p >= 0:
+        before, after = part[:p], part[p + len(literal):]
+        if all(rebuild(before + orjson.dumps(s) + after) == (*meaning, s) for s in _ID_STAND_INS):
+            return _IdSplit(before, after, where)
+        p = part.find(literal, p + 1)
+    return None
+
+
+def _json_match(plan: _Plan, body: bytes) -> tuple[int, int | None, str | None] | None:
+    """``(data start, data end, request id)`` of a JSON request made of ``plan``'s bytes, or None."""
+    split = plan.id_split
+    if split is None:
+        if body.startswith(plan.prefix) and body.endswith(plan.suffix):
+            return plan.start, plan.end, plan.rid
+        return None
+    if split.where == "prefix":  # the plan's prefix is before + id + after
+        n = len(split.before)
+        if not (body.startswith(split.before) and body.endswith(plan.suffix)):
+            return None
+        e = _string_end(body, n)
+        if e < 0 or not body.startswith(split.after, e):
+            return None
+        start, end, literal = e + len(split.after), plan.end, body[n:e]
+    else:  # the plan's suffix is before + id + after
+        q = len(body) - len(split.after)  # just after the id's closing quote
+        if not (body.startswith(plan.prefix) and body.endswith(split.after)) or body[q - 1:q] != b'"':
+            return None
+        o = body.rfind(b'"', plan.start, q - 1)  # its opening quote
+        end = o - len(split.before)
+        if o < 0 or end <= plan.start or body[end:o] != split.before or body.find(b"\\", o, q) >= 0:
+            return None
+        start, literal = plan.start, body[o:q]
+    rid = _id_value(literal)
+    return None if rid is None else (start, end, rid)
+
+
+def _remember(bundle, key: str, table_key, plan: _Plan) -> None:
+    """Keep ``plan`` among the bundle's plans of its kind (by its fixed bytes, or in the list of plans with a
+    changing id), each kind bounded."""
+    if plan.id_split is not None:
+        plans = bundle.memo.setdefault(key + "_ids", [])
+        if len(plans) >= _ID_PLANS_MAX:
+            plans.clear()
+        plans.append(plan)
+        return
+    plans = bundle.memo.setdefault(key, {})
+    if len(plans) >= _HEADS_MAX:
+        plans.clear()
+    plans[table_key] = plan
+
+
+def _json_plan(bundle, model_name: str, body: bytes):
+    """``(plan, data start, data end, request id)`` of a JSON request whose bytes around its tensor's ``data``
+    array were seen before (per bundle, by the bytes before ``"data":``, or around a changing id), else made
+    from this one; None when the shortcut does not take it.
+
+    Clients send the same document again and again with other numbers in ``data`` (and often another ``id``).
+    A document is remembered once it passed ``_plain_head``'s checks and the same bytes around two stand-in
+    arrays (``[]`` and ``_SENTINEL``) pass them too with the stand-in as the tensor's data: the split is then
+    known to be the tensor's data (not, say, a later duplicate key), and a request made of the same bytes around
+    another array only has that array decoded. An id is found the same way (``_find_id_split``)."""
     if not _plain_bundle(bundle):
         return None
-    plans = bundle.memo.get("v2_json")
-    if plans is None:
-        plans = bundle.memo["v2_json"] = {}
     i = body.find(_DATA_KEY) + 7
     if i <= 6:
         return None
     prefix = body[:i]
-    plan = plans.get((model_name, prefix))
-    if plan is None or not body.endswith(plan.suffix):
-        plain = _plain_head(bundle, body, False)
-        if plain is None:
+    plan = bundle.memo.get("v2_json", {}).get((model_name, prefix))
+    if plan is not None and body.endswith(plan.suffix):
+        bundle.memo["v2_json_last"] = plan
+        return plan, plan.start, plan.end, plan.rid
+    for plan in bundle.memo.get("v2_json_ids", ()):
+        if plan.model_name == model_name and (m := _json_match(plan, body)) is not None:
+            bundle.memo["v2_json_last"] = plan
+            return (plan, *m)
+    plain = _plain_head(bundle, body, False)
+    if plain is None:
+        return None
+    name, shape, data, wanted, rid = plain
+    j = len(body)
+    for _ in range(8):  # where the data array ends: a ']' near the end (a few tries, then not remembered)
+        j = body.rfind(b"]", i, j)
+        if j < 0:
             return None
-        name, shape, data, wanted, rid = plain
-        j = len(body)
-        for _ in range(8):  # where the data array ends: a ']' near the end (a few tries, then not remembered)
-            j = body.rfind(b"]", i, j)
-            if j < 0:
-                return None
-            try:
-                if orjson.loads(body[i:j + 1]) == data:
-                    break
-            except orjson.JSONDecodeError:
-                pass
-        else:
+        try:
+            if orjson.loads(body[i:j + 1]) == data:
+                break
+        except orjson.JSONDecodeError:
+            pass
+    else:
+        return None
+    suffix = body[j + 1:]
+    for stand_in in ([], _SENTINEL):
+        if _plain_head(bundle, prefix + orjson.dumps(stand_in) + suffix, False) != (name, shape, stand_in,
+                                                                                     wanted, rid):
             return None
-        suffix = body[j + 1:]
-        for stand_in in ([], _SENTINEL):
-            if _plain_head(bundle, prefix + orjson.dumps(stand_in) + suffix, False) != (name, shape, stand_in,
-                                                                                         wanted, rid):
-                return None
-        plan = _Plan(bundle, model_name, prefix, suffix, shape, wanted, rid)
-        if len(plans) >= _HEADS_MAX:
-            plans.clear()
-        plans[(model_name, prefix)] = plan
+    plan = _Plan(bundle, model_name, prefix, suffix, shape, wanted, rid)
+    if rid is not None:
+        array, meaning = body[i:j + 1], (name, shape, data, wanted)
+        plan.id_split = (
+            _find_id_split(prefix, rid, "prefix", meaning,
+                           lambda doc: _plain_head(bundle, doc + array + suffix, False))
+            or _find_id_split(suffix, rid, "suffix", meaning,
+                              lambda doc: _plain_head(bundle, prefix + array + doc, False)))
+    _remember(bundle, "v2_json", (model_name, prefix), plan)
     bundle.memo["v2_json_last"] = plan
-    return plan
+    return plan, plan.start, plan.end, rid
 
 
-def _binary_plan(bundle, model_name: str, body: bytes, header_length: str) -> _Plan | None:
-    """The plan of a binary request's JSON header (checked once per bundle: clients send the same header again
-    and again, and only the binary data after it changes); None when the shortcut does not take it."""
+def _binary_plan(bundle, model_name: str, body: bytes, header_length: str):
+    """``(plan, data start, request id)`` of a binary request's JSON header (checked once per bundle: clients
+    send the same header again and again, and only the binary data after it changes, with perhaps the id); None
+    when the shortcut does not take it."""
     if not _plain_bundle(bundle):
         return None
     try:
@@ -619,10 +726,13 @@ def _binary_plan(bundle, model_name: str, body: bytes, header_length: str) -> _P
     if not 0 < hlen <= len(body):
         return None
     head = body[:hlen]
-    heads = bundle.memo.get("v2_heads")
-    if heads is None:
-        heads = bundle.memo["v2_heads"] = {}
-    plan = heads.get((model_name, head))
+    plan = bundle.memo.get("v2_heads", {}).get((model_name, head))
+    rid = None if plan is None else plan.rid
+    if plan is None:
+        for known in bundle.memo.get("v2_heads_ids", ()):
+            if known.model_name == model_name and (rid := _head_id(known.id_split, head)) is not None:
+                plan = known
+                break
     if plan is None:
         plain = _plain_head(bundle, head, True)
         if plain is None:
@@ -632,12 +742,22 @@ def _binary_plan(bundle, model_name: str, body: bytes, header_length: str) -> _P
             return None
         plan = _Plan(bundle, model_name, head, b"", shape, wanted, rid)
         plan.size = size
-        if len(heads) >= _HEADS_MAX:
-            heads.clear()
-        heads[(model_name, head)] = plan
+        if rid is not None:
+            plan.id_split = _find_id_split(head, rid, "head", (name, shape, size, wanted),
+                                           lambda doc: _plain_head(bundle, doc, True))
+        _remember(bundle, "v2_heads", (model_name, head), plan)
     plan.hlen = header_length  # the header's text as this client writes it (the next request's first check)
     bundle.memo["v2_binary_last"] = plan
-    return plan
+    return plan, hlen, rid
+
+
+def _head_id(split: _IdSplit, head: bytes) -> str | None:
+    """The request id of a binary request's JSON header made of ``split``'s bytes around it, or None."""
+    n = len(split.before)
+    e = _string_end(head, n) if head.startswith(split.before) else -1
+    if e < 0 or len(head) != e + len(split.after) or not head.endswith(split.after):
+        return None
+    return _id_value(head[n:e])
 
 
 def _binary_rows(bundle, blob: memoryview, shape: list[int]) -> np.ndarray | None:
@@ -662,16 +782,19 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
     bytes with the last plan's, decodes only its numbers, and writes its answer around the remembered bytes."""
     if header_length is None:
         plan = bundle.memo.get("v2_json_last")
-        if (plan is None or plan.model_name != model_name or not body.startswith(plan.prefix)
-                or not body.endswith(plan.suffix)):
-            plan = _json_plan(bundle, model_name, body)
-            if plan is None:
+        if (plan is not None and plan.id_split is None and plan.model_name == model_name
+                and body.startswith(plan.prefix) and body.endswith(plan.suffix)):
+            start, end, rid = plan.start, plan.end, plan.rid
+        else:
+            found = _json_plan(bundle, model_name, body)
+            if found is None:
                 return None
+            plan, start, end, rid = found
         shape = plan.shape
         if shape[0] > max_rows:
             return None
         try:
-            data = orjson.loads(body[plan.start:plan.end])
+            data = orjson.loads(body[start:end])
         except orjson.JSONDecodeError:
             return None
         if type(data) is not list:
@@ -684,15 +807,18 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
             X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
     else:
         plan = bundle.memo.get("v2_binary_last")
-        if (plan is None or plan.hlen != header_length or plan.model_name != model_name
-                or not body.startswith(plan.prefix)):
-            plan = _binary_plan(bundle, model_name, body, header_length)
-            if plan is None:
+        if (plan is not None and plan.hlen == header_length and plan.model_name == model_name
+                and body.startswith(plan.prefix)):
+            start, rid = plan.start, plan.rid
+        else:
+            found = _binary_plan(bundle, model_name, body, header_length)
+            if found is None:
                 return None
+            plan, start, rid = found
         shape = plan.shape
-        if shape[0] > max_rows or len(body) - plan.start != plan.size:
+        if shape[0] > max_rows or len(body) - start != plan.size:
             return None
-        X = _binary_rows(bundle, memoryview(body)[plan.start:], shape)
+        X = _binary_rows(bundle, memoryview(body)[start:], shape)
         if X is None:
             return None
     head = plan.head
@@ -703,11 +829,11 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
                 values = _as_text(values)
         elif plan.floats:
             values = [float(v) for v in values]
-        return b"".join((head, orjson.dumps(values), plan.tail)), None, shape[0]
+        return b"".join((head, orjson.dumps(values), plan.tail_for(rid))), None, shape[0]
     results = _shared_plane(bundle, X, plan.wanted)
     if results is None:
         return None
-    return _encode_json(model_name, plan.rid, results, plan.extra), None, shape[0]
+    return _encode_json(model_name, rid, results, plan.extra), None, shape[0]
 
 
 def infer(bundle, model_name: str, body: bytes, header_length: str | None,

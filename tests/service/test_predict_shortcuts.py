@@ -2,6 +2,8 @@
 whose bytes around ``data`` were seen before, a binary request's JSON header, a /v1 row packed in one call. Each
 answers byte for byte as the general path, whatever changes between requests."""
 
+import json
+
 import numpy as np
 import orjson
 
@@ -227,3 +229,125 @@ def test_v2_binary_plans_answer_as_the_general_path(client, monkeypatch):
     v1 = plane.predict(bundle, orjson.dumps({"rows": rows[:2]}))[0]
     assert orjson.loads(_answer(plane, bundle, mid, *request(rows[:2]))[0])["outputs"][0]["data"] == \
         orjson.loads(v1)["predictions"]
+
+
+def _id_bodies(row, k):
+    """One row as V2 JSON documents whose ``id`` changes from request to request, written as clients write them:
+    compact or with Python's separators, the id before or after the inputs (so before or after the data)."""
+    def doc(rid, *, first, spaced):
+        t = {"name": "x", "shape": [1, k], "datatype": "FP64", "data": row}
+        body = {"id": rid, "inputs": [t]} if first else {"inputs": [t], "id": rid}
+        body["outputs"] = [{"name": "predict"}]
+        return json.dumps(body).encode() if spaced else orjson.dumps(body)
+    return doc
+
+
+def _count_checks(monkeypatch) -> list[int]:
+    """Counts ``oip._plain_head`` calls: the checks a request's JSON gets when no remembered plan matches it."""
+    n = [0]
+    real = oip._plain_head
+
+    def counted(*args):
+        n[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(oip, "_plain_head", counted)
+    return n
+
+
+def test_v2_requests_with_a_new_id_each_take_the_shortcut(client, monkeypatch):
+    """Clients that send a new ``id`` with every request (a counter, a UUID) keep the shortcut: the plan holds
+    the bytes around the id too, and each answer carries its own request's id, as the general path's does."""
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    spy = _Spy(monkeypatch)
+    checks = _count_checks(monkeypatch)
+    row = [5.1, 3.5, 1.4, 0.2]
+    doc = _id_bodies(row, 4)
+    for first in (True, False):
+        for spaced in (False, True):
+            for i, rid in enumerate(["req-1", "req-2", "", "a much longer id 0c2f9e7a-51d4", "é-ü-∑", "req-3"]):
+                body = doc(rid, first=first, spaced=spaced)
+                before = checks[0]
+                fast, general = spy.answer(plane, bundle, mid, body)
+                assert not general
+                escaped = spaced and not rid.isascii()  # json.dumps writes "\u00e9": not read from the bytes
+                assert (checks[0] == before) == (i > 0 and not escaped), (first, spaced, rid)
+                assert fast == _answer(plane, bundle, mid, body, general=True)
+                assert orjson.loads(fast[0])["id"] == rid
+    # ids written with escapes are not read from the bytes (each is checked as a new document); ids that are not
+    # JSON strings take the general path, which refuses them
+    for first in (True, False):
+        for rid in ['say "hi"', "back\\slash", "tab\there", "line\u2028sep", 'say "hi"']:
+            body = doc(rid, first=first, spaced=False)
+            fast = _answer(plane, bundle, mid, body)
+            assert fast == _answer(plane, bundle, mid, body, general=True)
+            assert orjson.loads(fast[0])["id"] == rid
+        bad = doc("req-9", first=first, spaced=False).replace(b"req-9", b"req-\xff")  # not UTF-8
+        assert spy.answer(plane, bundle, mid, bad)[1]
+        assert _answer(plane, bundle, mid, bad) == _answer(plane, bundle, mid, bad, general=True)
+        raw = doc("req-9", first=first, spaced=False).replace(b"req-9", b"req\x01")  # a raw control character
+        assert spy.answer(plane, bundle, mid, raw)[1]
+        assert _answer(plane, bundle, mid, raw) == _answer(plane, bundle, mid, raw, general=True)
+
+
+def test_v2_changing_ids_are_read_only_where_the_id_is(client, monkeypatch):
+    """The bytes taken for the id are the request's id and nothing else: an id equal to the tensor's name, a
+    second ``id`` key, an id in the wrong place, or other bytes around it are answered as the general path does."""
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    spy = _Spy(monkeypatch)
+    row = [5.1, 3.5, 1.4, 0.2]
+    doc = _id_bodies(row, 4)
+    good = doc("x", first=True, spaced=False)  # the id "x" is also the tensor's name
+    assert good.count(b'"x"') == 2
+    variants = [doc("y", first=True, spaced=False), good.replace(b'"name":"x"', b'"name":"y"'),
+                good.replace(b'{"id":"x",', b'{"id":"x","id":"z",'), good.replace(b'{"id":"x",', b'{"id":7,'),
+                good.replace(b'{"id":"x",', b'{"id" :"x",'), good.replace(b'{"id":"x",', b'{"id":"x" ,'),
+                good.replace(b'"outputs"', b'"id":"q","outputs"')]
+    for body in [good, *variants, good, *variants]:
+        fast, general = spy.answer(plane, bundle, mid, body)
+        assert fast == _answer(plane, bundle, mid, body, general=True), body
+    checks = _count_checks(monkeypatch)
+    assert not spy.answer(plane, bundle, mid, doc("w", first=True, spaced=False))[1]  # the id plan still holds
+    assert checks[0] == 0
+    # plans with a changing id are bounded per bundle: many layouts never grow the memo past the limit
+    for j in range(3 * oip._ID_PLANS_MAX):
+        body = orjson.dumps({"id": "r", "inputs": [{"name": f"t{j}", "shape": [1, 4], "datatype": "FP64",
+                                                        "data": row}]})
+        assert _answer(plane, bundle, mid, body) == _answer(plane, bundle, mid, body, general=True)
+    assert len(bundle.memo["v2_json_ids"]) <= oip._ID_PLANS_MAX
+
+
+def test_v2_binary_requests_with_a_new_id_each_take_the_shortcut(client, monkeypatch):
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    spy = _Spy(monkeypatch)
+    checks = _count_checks(monkeypatch)
+    X = np.array([[5.1, 3.5, 1.4, 0.2]])
+
+    def request(rid, first=True):
+        t = {"name": "x", "shape": [1, 4], "datatype": "FP64", "parameters": {"binary_data_size": 32}}
+        head = {"id": rid, "inputs": [t]} if first else {"inputs": [t], "id": rid}
+        head = orjson.dumps({**head, "outputs": [{"name": "predict"}]})
+        return head + X.tobytes(), str(len(head))
+
+    for first in (True, False):
+        for i, rid in enumerate(["1", "22", "333", "", "1"]):
+            b, h = request(rid, first)
+            before = checks[0]
+            fast, general = spy.answer(plane, bundle, mid, b, h)
+            assert not general
+            assert checks[0] == before or i == 0, (first, rid)  # only a layout's first header is checked
+            assert fast == _answer(plane, bundle, mid, b, h, general=True)
+            assert orjson.loads(fast[0])["id"] == rid
+    for rid in ('q"uote', "q\\uote", 'q"uote'):  # escaped ids
+        b, h = request(rid)
+        assert _answer(plane, bundle, mid, b, h) == _answer(plane, bundle, mid, b, h, general=True)
+        assert orjson.loads(_answer(plane, bundle, mid, b, h)[0])["id"] == rid
+    b, h = request("12")
+    assert _answer(plane, bundle, mid, b, str(int(h) + 1)) == _answer(plane, bundle, mid, b, str(int(h) + 1),
+                                                                    general=True)
