@@ -76,15 +76,28 @@ def stop(p: subprocess.Popen) -> None:
         p.wait(timeout=30)
 
 
-def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: dict | None = None) -> dict:
-    """wrk POSTing ``body`` (text: JSON; bytes: sent as they are) with ``headers`` (over a JSON content type)."""
+def _lua_bytes(raw: bytes) -> str:
+    return '"' + "".join(f"\\{b:03d}" for b in raw) + '"'  # any byte, as a Lua escape
+
+
+def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: dict | None = None,
+        new_ids: bool = False) -> dict:
+    """wrk POSTing ``body`` (text: JSON; bytes: sent as they are) with ``headers`` (over a JSON content type).
+    ``new_ids``: ``body`` holds the text ``REQUEST-ID`` once, replaced by another id in every request
+    (``req-1``, ``req-2``, ... per connection), as clients that number or draw their request ids send them."""
     headers = {"Content-Type": "application/json", **(headers or {})}
     raw = body.encode() if isinstance(body, str) else body
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write('wrk.method = "POST"\n')
         for k, v in headers.items():
             fh.write(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n")
-        fh.write('wrk.body = "' + "".join(f"\\{b:03d}" for b in raw) + '"\n')  # any byte, as a Lua escape
+        if new_ids:
+            left, right = raw.split(b"REQUEST-ID")
+            fh.write(f"local left, right, n = {_lua_bytes(left)}, {_lua_bytes(right)}, 0\n"
+                     "request = function()\n  n = n + 1\n"
+                     '  return wrk.format(nil, nil, nil, left .. "req-" .. n .. right)\nend\n')
+        else:
+            fh.write(f"wrk.body = {_lua_bytes(raw)}\n")
         script = fh.name
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],
                          capture_output=True, text=True, check=True).stdout
@@ -302,20 +315,24 @@ def main() -> None:
         v2_url = f"{base}/v2/models/{mid}/infer"
         # the same row as one [1, 30] FP64 tensor, asking for the output /v1 gives: JSON, and binary tensor data
         v2_body, v2_bin, hlen = v2_bodies(row["rows"][0])
+        v2_ids = b'{"id":"REQUEST-ID",' + v2_body[1:]  # the same document with a new id in every request
         bin_headers = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(hlen)}
         answers = [c.post(o_url, content=body).json()["predictions"],
                    c.post(v2_url, content=v2_body).json()["outputs"][0]["data"],
-                   orjson.loads(c.post(v2_url, content=v2_bin, headers=bin_headers).content)["outputs"][0]["data"]]
-        assert answers[0] == answers[1] == answers[2], answers  # the same numbers through each protocol
+                   orjson.loads(c.post(v2_url, content=v2_bin, headers=bin_headers).content)["outputs"][0]["data"],
+                   c.post(v2_url, content=v2_ids.replace(b"REQUEST-ID", b"req-0")).json()["outputs"][0]["data"]]
+        assert answers[0] == answers[1] == answers[2] == answers[3], answers  # the same numbers each way
         for url, b, h in ((o_url, body, None), (v2_url, v2_body, None), (v2_url, v2_bin, bin_headers),
                           (b_url, body, None)):  # warm-up
             wrk(url, b, 2, args.connections, h)
+        wrk(v2_url, v2_ids, 2, args.connections, new_ids=True)
         rounds = []
         for _ in range(args.rounds):
             rounds.append((wrk(o_url, body, args.duration, args.connections),
                            wrk(b_url, body, args.duration, args.connections),
                            wrk(v2_url, v2_body, args.duration, args.connections),
-                           wrk(v2_url, v2_bin, args.duration, args.connections, bin_headers)))
+                           wrk(v2_url, v2_bin, args.duration, args.connections, bin_headers),
+                           wrk(v2_url, v2_ids, args.duration, args.connections, new_ids=True)))
     finally:
         stop(server)
         if bare is not None:
@@ -326,19 +343,21 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}, wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds; "
           f"server settings: {' '.join(args.set) or 'defaults'}")
     print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
-    print("| round | /v1 req/s | /v2 JSON req/s | /v2 binary req/s | bare req/s | /v1 p99 ms | /v2 JSON p99 ms "
-          "| /v2 binary p99 ms | bare p99 ms | /v1 / bare | /v2 JSON / bare | /v2 binary / bare | non-2xx |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ratios: list[list[float]] = [[], [], []]
-    for i, (o, b, v, vb) in enumerate(rounds, 1):
-        for r, x in zip(ratios, (o, v, vb), strict=True):
+    print("| round | /v1 req/s | /v2 JSON req/s | /v2 binary req/s | /v2 JSON, new id each req/s | bare req/s "
+          "| /v1 p99 ms | /v2 JSON p99 ms | /v2 binary p99 ms | /v2 new ids p99 ms | bare p99 ms | /v1 / bare "
+          "| /v2 JSON / bare | /v2 binary / bare | /v2 new ids / bare | non-2xx |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios: list[list[float]] = [[], [], [], []]
+    for i, (o, b, v, vb, vi) in enumerate(rounds, 1):
+        for r, x in zip(ratios, (o, v, vb, vi), strict=True):
             r.append(x["rps"] / b["rps"])
-        print(f"| {i} | {o['rps']:.0f} | {v['rps']:.0f} | {vb['rps']:.0f} | {b['rps']:.0f} | {o['p99_ms']:.2f} | "
-              f"{v['p99_ms']:.2f} | {vb['p99_ms']:.2f} | {b['p99_ms']:.2f} | {ratios[0][-1]:.2f} | "
-              f"{ratios[1][-1]:.2f} | {ratios[2][-1]:.2f} | {sum(x['errors'] for x in (o, b, v, vb))} |")
+        print(f"| {i} | {o['rps']:.0f} | {v['rps']:.0f} | {vb['rps']:.0f} | {vi['rps']:.0f} | {b['rps']:.0f} | "
+              f"{o['p99_ms']:.2f} | {v['p99_ms']:.2f} | {vb['p99_ms']:.2f} | {vi['p99_ms']:.2f} | {b['p99_ms']:.2f} | "
+              + " | ".join(f"{r[-1]:.2f}" for r in ratios) + f" | {sum(x['errors'] for x in (o, b, v, vb, vi))} |")
     print(f"\nmedian ratios to the bare app: /v1 {statistics.median(ratios[0]):.2f}, /v2 JSON "
           f"{statistics.median(ratios[1]):.2f}, /v2 binary {statistics.median(ratios[2]):.2f} (target >= 0.80 each); "
-          f"the three answered the same predictions")
+          f"/v2 JSON with a new id in each request {statistics.median(ratios[3]):.2f}; the four answered the same "
+          f"predictions")
     print(f"\n## POST /v1/train -> running, idle pool ({args.runs} runs)\n")
     print(f"server timestamps (started_at - created_at): median {statistics.median(server_ms):.1f} ms, "
           f"max {max(server_ms):.1f} ms (target < 100 ms)")
