@@ -466,6 +466,7 @@ _BINARY_TENSOR_FIELDS = frozenset({"name", "shape", "datatype", "parameters"})
 _SIZE_ONLY = frozenset({"binary_data_size"})
 _LITTLE = sys.byteorder == "little"
 _HEADS_MAX = 256  # binary requests' JSON headers remembered per bundle (clients repeat theirs)
+_PLAN_BYTES_MAX = 4096  # a request whose bytes around its data exceed this is not remembered (memory per bundle)
 
 
 def _plain_head(bundle, head: bytes, binary: bool):
@@ -668,7 +669,7 @@ def _json_plan(bundle, model_name: str, body: bytes):
     if not _plain_bundle(bundle):
         return None
     i = body.find(_DATA_KEY) + 7
-    if i <= 6:
+    if not 6 < i <= _PLAN_BYTES_MAX:
         return None
     prefix = body[:i]
     plan = bundle.memo.get("v2_json", {}).get((model_name, prefix))
@@ -696,6 +697,8 @@ def _json_plan(bundle, model_name: str, body: bytes):
     else:
         return None
     suffix = body[j + 1:]
+    if len(prefix) + len(suffix) > _PLAN_BYTES_MAX:
+        return None
     for stand_in in ([], _SENTINEL):
         if _plain_head(bundle, prefix + orjson.dumps(stand_in) + suffix, False) != (name, shape, stand_in,
                                                                                      wanted, rid):
@@ -723,7 +726,7 @@ def _binary_plan(bundle, model_name: str, body: bytes, header_length: str):
         hlen = int(header_length)
     except ValueError:
         return None
-    if not 0 < hlen <= len(body):
+    if not 0 < hlen <= min(len(body), _PLAN_BYTES_MAX):
         return None
     head = body[:hlen]
     plan = bundle.memo.get("v2_heads", {}).get((model_name, head))

@@ -351,3 +351,28 @@ def test_v2_binary_requests_with_a_new_id_each_take_the_shortcut(client, monkeyp
     b, h = request("12")
     assert _answer(plane, bundle, mid, b, str(int(h) + 1)) == _answer(plane, bundle, mid, b, str(int(h) + 1),
                                                                     general=True)
+
+
+def test_plans_remember_only_requests_of_bounded_size(client):
+    """What a plan holds comes from the client: a request whose bytes around its data (a long id, a long
+    tensor name) exceed ``_PLAN_BYTES_MAX`` is answered by the general path and never remembered."""
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    row = [5.1, 3.5, 1.4, 0.2]
+    X = np.array([row])
+    long = "n" * oip._PLAN_BYTES_MAX
+    for extra in ({"id": long}, {"id": "s" + long}):
+        body = _doc(row, [1, 4], **extra)
+        assert _answer(plane, bundle, mid, body) == _answer(plane, bundle, mid, body, general=True)
+    named = orjson.dumps({"inputs": [{"name": long, "shape": [1, 4], "datatype": "FP64", "data": row}]})
+    assert _answer(plane, bundle, mid, named) == _answer(plane, bundle, mid, named, general=True)
+    head = orjson.dumps({"id": long, "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64",
+                                                 "parameters": {"binary_data_size": 32}}]})
+    b, h = head + X.tobytes(), str(len(head))
+    assert _answer(plane, bundle, mid, b, h) == _answer(plane, bundle, mid, b, h, general=True)
+    remembered = [bundle.memo.get(k) or () for k in ("v2_json", "v2_json_ids", "v2_heads", "v2_heads_ids")]
+    for plans in remembered:
+        for plan in (plans.values() if isinstance(plans, dict) else plans):
+            assert len(plan.prefix) + len(plan.suffix) <= oip._PLAN_BYTES_MAX
+    assert not any(remembered)
