@@ -4,8 +4,9 @@ while it predicts 100,000 rows (docs/decisions/model-cache.md; the target is 50 
 Usage: python bench/event_loop.py [--rounds 3] [--no-priority | --alternate]
 Each round starts a server on a fresh data directory, trains two small kNN regressors, re-signs one with 150 MB
 of ballast, then probes `/health/live` every 5 ms while idle, during (1) the first predict on the big model (a
-cold load) and (2) three 100,000-row predicts on the other. A second, idle server is probed at the same moments
-(the control: what the machine alone adds to a probe then). The servers and probers run at raised priority where
+cold load), (2) three 100,000-row predicts on the other, and (3) the same rows through /v2 infer as one JSON
+tensor. A second, idle server is probed at the same moments (the control: what the machine alone adds to a
+probe then). The servers and probers run at raised priority where
 permitted (root); `--no-priority` leaves them as they are. Prints p50/p99/max per phase and round. The same
 scenario asserts the bound in `tests/integration/test_event_loop.py`.
 """
@@ -66,7 +67,7 @@ class Prober(threading.Thread):
 
 def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
     """One round; returns {phase: (seconds, [probe latencies], [control probe latencies])} for the phases
-    "idle", "cold load" and "100,000-row predict".
+    "idle", "cold load", "100,000-row predict" (/v1) and "100,000-row /v2 infer" (one JSON tensor).
 
     The control is a second server, idle throughout, probed the same way at the same moments by a prober of its
     own: its latencies are what this machine (other processes, this test's own share of the CPU) adds to any
@@ -119,6 +120,15 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         t3 = time.monotonic()
         for r in answers:  # decoded afterwards, for the same reason
             assert r.status_code == 200 and len(orjson.loads(r.content)["predictions"]) == 100_000
+        # the same rows as one Open Inference Protocol tensor (JSON numbers, flat)
+        tensor = orjson.dumps({"inputs": [{"name": "input-0", "shape": [100_000, 8], "datatype": "FP64",
+                                           "data": rng.normal(size=800_000).tolist()}]})
+        t4 = time.monotonic()
+        answers = [c.post(f"/v2/models/{small}/infer", content=tensor, headers={"content-type": "application/json"})
+                   for _ in range(repeat)]
+        t5 = time.monotonic()
+        for r in answers:
+            assert r.status_code == 200 and orjson.loads(r.content)["outputs"][0]["shape"] == [100_000]
         time.sleep(0.1)
         for p in (prober, control_prober):
             p.stop.set()
@@ -128,7 +138,8 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         server.stop()
         control.stop()
     return {phase: (end - start, prober.during(start, end), control_prober.during(start, end))
-            for phase, start, end in (("idle", ti, t0), ("cold load", t0, t1), ("100,000-row predict", t2, t3))}
+            for phase, start, end in (("idle", ti, t0), ("cold load", t0, t1), ("100,000-row predict", t2, t3),
+                                      ("100,000-row /v2 infer", t4, t5))}
 
 
 def main() -> None:

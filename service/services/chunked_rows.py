@@ -92,18 +92,54 @@ def matrix(pieces: list[memoryview], field: str, names: list[str], max_rows: int
     return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
 
 
+def flat_numbers(raw: bytes, start: int, end: int) -> np.ndarray | None:
+    """The numbers of the flat JSON array ``raw[start:end]`` (``[5.1, 3, ...]``, whitespace around it allowed),
+    decoded a piece at a time, as one float64 array; None when it is not such an array with at least one float
+    among plain numbers (a piece that does not decode, a nested array, a boolean or other value in a piece of its
+    own, only integers): the caller then decodes it whole, with its usual checks.
+
+    Safety as for ``split``: a piece is cut at a ``,`` and must decode on its own as the elements of a JSON array
+    (non-empty), so every cut was at a top-level comma and the pieces' elements are exactly the array's."""
+    while start < end and raw[start] in b" \t\n\r":
+        start += 1
+    while end > start and raw[end - 1] in b" \t\n\r":
+        end -= 1
+    if end - start < 2 or raw[start] != 0x5B or raw[end - 1] != 0x5D:  # '[' ... ']'
+        return None
+    view, blocks, floats = memoryview(raw), [], False
+    s, e = start + 1, end - 1
+    while s < e:
+        cut = raw.find(b",", min(s + PIECE_BYTES, e), e)
+        stop = e if cut < 0 else cut
+        try:
+            elements = orjson.loads(b"[" + view[s:stop] + b"]")
+            block = np.array(elements)
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            return None
+        del elements  # freed here, a piece at a time
+        if block.ndim != 1 or not block.size or block.dtype not in _PLAIN or (cut >= 0 and cut + 1 >= e):
+            return None
+        floats = floats or block.dtype == _PLAIN[0]
+        blocks.append(block)
+        s = e if cut < 0 else cut + 1
+    if not floats:  # only integers (or nothing): the whole array decides, as np.array of it would
+        return None
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
+def dumps_list(values: list) -> bytes:
+    """``orjson.dumps(values)``, byte for byte, a slice at a time when the list is long."""
+    if len(values) <= _SLICE:
+        return orjson.dumps(values)
+    return b"[" + b",".join([orjson.dumps(values[i:i + _SLICE])[1:-1] for i in range(0, len(values), _SLICE)]) + b"]"
+
+
 def dumps(out: dict) -> bytes:
     """``orjson.dumps(out)``, byte for byte, with long lists encoded a slice at a time (an answer of 100,000
     predictions takes tens of milliseconds to encode at once)."""
     if not any(type(v) is list and len(v) > _SLICE for v in out.values()):
         return orjson.dumps(out)
-    parts = []
-    for k, v in out.items():
-        if type(v) is list and len(v) > _SLICE:
-            text = b"[" + b",".join([orjson.dumps(v[i:i + _SLICE])[1:-1] for i in range(0, len(v), _SLICE)]) + b"]"
-        else:
-            text = orjson.dumps(v)
-        parts.append(orjson.dumps(k) + b":" + text)
+    parts = [orjson.dumps(k) + b":" + (dumps_list(v) if type(v) is list else orjson.dumps(v)) for k, v in out.items()]
     return b"{" + b",".join(parts) + b"}"
 
 

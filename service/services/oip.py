@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 
 from ..errors import NotFound
-from . import rl
+from . import chunked_rows, rl
 from .tensors import DTYPES, Tensor, V2Error, as_text, bad, check_rows, label_datatype, typed
 
 _F64 = DTYPES["FP64"]
@@ -656,6 +656,35 @@ def _remember(bundle, key: str, table_key, plan: _Plan) -> None:
     plans[table_key] = plan
 
 
+def _data_end(bundle, body: bytes, prefix: bytes) -> int | None:
+    """Where the tensor's data array ends in a JSON document (the index of its ``]``) whose bytes up to the
+    array are ``prefix``, or None: a ``]`` near the end (a few tries, then not remembered). A small document is
+    decoded whole and the array's bytes compared with its data; a large one is not decoded here: the ``]`` is
+    the one after which an empty array in place of the data makes a document the shortcut takes (whether the
+    bytes in between are one array of numbers is decided when they are decoded, as for every later request)."""
+    i, j = len(prefix), len(body)
+    whole = len(body) <= chunked_rows.PIECE_BYTES
+    if whole:
+        plain = _plain_head(bundle, body, False)
+        if plain is None:
+            return None
+    for _ in range(8):
+        j = body.rfind(b"]", i, j)
+        if j < 0:
+            return None
+        if whole:
+            try:
+                if orjson.loads(body[i:j + 1]) == plain[2]:
+                    return j
+            except orjson.JSONDecodeError:
+                pass
+        else:
+            stand_in = _plain_head(bundle, prefix + b"[]" + body[j + 1:], False)
+            if stand_in is not None and stand_in[2] == []:
+                return j
+    return None
+
+
 def _json_plan(bundle, model_name: str, body: bytes):
     """``(plan, data start, data end, request id)`` of a JSON request whose bytes around its tensor's ``data``
     array were seen before (per bundle, by the bytes before ``"data":``, or around a changing id), else made
@@ -680,32 +709,23 @@ def _json_plan(bundle, model_name: str, body: bytes):
         if plan.model_name == model_name and (m := _json_match(plan, body)) is not None:
             bundle.memo["v2_json_last"] = plan
             return (plan, *m)
-    plain = _plain_head(bundle, body, False)
-    if plain is None:
-        return None
-    name, shape, data, wanted, rid = plain
-    j = len(body)
-    for _ in range(8):  # where the data array ends: a ']' near the end (a few tries, then not remembered)
-        j = body.rfind(b"]", i, j)
-        if j < 0:
-            return None
-        try:
-            if orjson.loads(body[i:j + 1]) == data:
-                break
-        except orjson.JSONDecodeError:
-            pass
-    else:
+    j = _data_end(bundle, body, prefix)
+    if j is None:
         return None
     suffix = body[j + 1:]
     if len(prefix) + len(suffix) > _PLAN_BYTES_MAX:
         return None
+    head = _plain_head(bundle, prefix + b"[]" + suffix, False)
+    if head is None:
+        return None
+    name, shape, _, wanted, rid = head
     for stand_in in ([], _SENTINEL):
         if _plain_head(bundle, prefix + orjson.dumps(stand_in) + suffix, False) != (name, shape, stand_in,
                                                                                      wanted, rid):
             return None
     plan = _Plan(bundle, model_name, prefix, suffix, shape, wanted, rid)
     if rid is not None:
-        array, meaning = body[i:j + 1], (name, shape, data, wanted)
+        array, meaning = b"[]", (name, shape, [], wanted)
         plan.id_split = (
             _find_id_split(prefix, rid, "prefix", meaning,
                            lambda doc: _plain_head(bundle, doc + array + suffix, False))
@@ -763,6 +783,30 @@ def _head_id(split: _IdSplit, head: bytes) -> str | None:
     return _id_value(head[n:e])
 
 
+def _json_rows(bundle, body: bytes, start: int, end: int | None, shape: list[int]) -> np.ndarray | None:
+    """The model's input matrix from the JSON numbers ``body[start:end]`` of a ``shape`` tensor, or None (not
+    exactly that many plain numbers, not all integers: the general path decides). A large array is decoded a
+    piece at a time (chunked_rows.flat_numbers), so the GIL changes hands between pieces."""
+    stop = len(body) if end is None else end if end >= 0 else len(body) + end
+    if stop - start > chunked_rows.PIECE_BYTES:
+        A = chunked_rows.flat_numbers(body, start, stop)
+        if A is not None:
+            return bundle.matrix_from_numbers(A.reshape(shape)) if A.size == shape[0] * shape[1] else None
+    try:
+        data = orjson.loads(body[start:stop])
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not list:
+        return None
+    X = bundle.matrix_from_flat(data, shape[0]) if data and type(data[0]) is float else None
+    if X is None:
+        A = np.asarray(data)
+        if A.dtype is not _F64 or A.size != shape[0] * shape[1]:
+            return None
+        X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
+    return X
+
+
 def _binary_rows(bundle, blob: memoryview, shape: list[int]) -> np.ndarray | None:
     """The model's input matrix from binary FP64 data (little-endian) of ``shape``; None when it holds an
     infinity (the general path words that error). NaN is a missing value, imputed as the general path does."""
@@ -796,18 +840,9 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
         shape = plan.shape
         if shape[0] > max_rows:
             return None
-        try:
-            data = orjson.loads(body[start:end])
-        except orjson.JSONDecodeError:
-            return None
-        if type(data) is not list:
-            return None
-        X = bundle.matrix_from_flat(data, shape[0]) if data and type(data[0]) is float else None
+        X = _json_rows(bundle, body, start, end, shape)
         if X is None:
-            A = np.asarray(data)
-            if A.dtype is not _F64 or A.size != shape[0] * shape[1]:
-                return None
-            X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
+            return None
     else:
         plan = bundle.memo.get("v2_binary_last")
         if (plan is not None and plan.hlen == header_length and plan.model_name == model_name
@@ -832,7 +867,7 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
                 values = _as_text(values)
         elif plan.floats:
             values = [float(v) for v in values]
-        return b"".join((head, orjson.dumps(values), plan.tail_for(rid))), None, shape[0]
+        return b"".join((head, chunked_rows.dumps_list(values), plan.tail_for(rid))), None, shape[0]
     results = _shared_plane(bundle, X, plan.wanted)
     if results is None:
         return None

@@ -91,3 +91,33 @@ def test_long_answers_are_encoded_in_slices_byte_for_byte(monkeypatch):
                  "classes": ["x", 'q"']},
                 {"predictions": [1.5] * 3, "std": [0.1] * 3}):
         assert chunked_rows.dumps(out) == orjson.dumps(out)
+
+
+def _flat(text: bytes):
+    return chunked_rows.flat_numbers(text, 0, len(text))
+
+
+@pytest.mark.parametrize("dumps", [orjson.dumps, lambda o: json.dumps(o).encode(),
+                                   lambda o: b"  \n" + json.dumps(o, indent=1).encode() + b" \t"])
+def test_a_flat_array_decodes_to_the_whole_arrays_numbers(dumps):
+    """A V2 tensor's flat ``data`` (services/oip.py): the same float64 numbers as decoding it whole, in many
+    pieces, whatever the spacing; integers among floats convert as np.array converts them."""
+    rng = np.random.default_rng(2)
+    for values in (rng.normal(size=300).tolist(), [1, 2.5, -3, 4e-300, 1.7976931348623157e308] * 40,
+                   [0.5] + [7] * 200, [7] * 200 + [0.5], [True, 2.5, False] * 30, [1.25], [0.5, 2**63 - 1, -2**63]):
+        text = dumps(values)
+        A = _flat(text)
+        assert A is not None and A.dtype == np.float64
+        np.testing.assert_array_equal(A, np.asarray(orjson.loads(text), dtype=np.float64))
+        assert A.tobytes() == np.asarray(orjson.loads(text), dtype=np.float64).tobytes()
+
+
+@pytest.mark.parametrize("text", [
+    b"[]", b"[ ]", b"[1, 2, 3]", b"[" + b"7," * 100 + b"7]",  # only integers: the whole array decides
+    b"[1.5, 2.5,]", b"[1.5, 2.5, ]", b"[,1.5]", b"[1.5,,2.5]", b"[1.5 2.5]", b"[1.5, 2.5", b"1.5, 2.5]",
+    b"[[1.5, 2.5], [3.5, 4.5]]", b"[1.5, [2.5]]", b"[1.5, null]", b'[1.5, "2.5"]', b"[1.5, {}]",
+    b"[1.5, 1e400]", b"[1.5, NaN]", b"[" + b"true," * 60 + b"1.5]",
+    b"[1.5]" + b" x", b"[1.5], [2.5]",
+])
+def test_anything_but_a_flat_array_of_numbers_is_left_to_the_whole_decoder(text):
+    assert _flat(text) is None

@@ -376,3 +376,40 @@ def test_plans_remember_only_requests_of_bounded_size(client):
         for plan in (plans.values() if isinstance(plans, dict) else plans):
             assert len(plan.prefix) + len(plan.suffix) <= oip._PLAN_BYTES_MAX
     assert not any(remembered)
+
+
+def test_large_v2_json_tensors_are_decoded_a_piece_at_a_time(client, monkeypatch):
+    """A large JSON tensor (here ~20,000 rows) is never decoded whole: its plan is found from stand-ins and its
+    numbers are decoded in pieces (the GIL changes hands between them, docs/decisions/model-cache.md). The answer
+    is the general path's, byte for byte, and odd arrays still take the general path."""
+    from service.services import chunked_rows
+
+    plane = client.app.state.runtime.plane
+    mid = _model(client)
+    bundle = plane.model(mid)
+    X = np.random.default_rng(5).normal(size=(20_000, 4)) * 2 + 4
+    checks = []
+    real_head = oip._plain_head
+    monkeypatch.setattr(oip, "_plain_head", lambda b, head, binary: checks.append(len(head)) or real_head(b, head,
+                                                                                                         binary))
+    pieced = []
+    real_flat = chunked_rows.flat_numbers
+    monkeypatch.setattr(chunked_rows, "flat_numbers", lambda *a: pieced.append(r := real_flat(*a)) or r)
+    for rid in (None, "big-1", "big-2"):
+        for rows in (X, X[:3000], X[::-1]):
+            body = _doc(rows.reshape(-1).tolist(), [len(rows), 4], **({} if rid is None else {"id": rid}))
+            assert len(body) > chunked_rows.PIECE_BYTES
+            fast = _answer(plane, bundle, mid, body)
+            assert fast == _answer(plane, bundle, mid, body, general=True)
+            assert len(orjson.loads(fast[0])["outputs"][0]["data"]) == len(rows)
+    assert max(checks) < 1024  # only documents with a stand-in for the data were checked
+    assert pieced and all(A is not None for A in pieced)
+    v1 = plane.predict(bundle, orjson.dumps({"rows": X.tolist()}))[0]
+    assert orjson.loads(_answer(plane, bundle, mid, _doc(X.reshape(-1).tolist(), [20_000, 4]))[0])["outputs"][0][
+        "data"] == orjson.loads(v1)["predictions"]
+    text = _doc(X.reshape(-1).tolist(), [20_000, 4])
+    odd = [text.replace(b"]}]", b",]}]", 1), text.replace(b'"data":[', b'"data":[[', 1).replace(b"]}]", b"]]}]", 1),
+           text.replace(b"]}]", b',"7"]}]', 1), text.replace(b"]}]", b",null]}]", 1),
+           _doc(X[:-1].reshape(-1).tolist(), [20_000, 4]), _doc(X.astype(int).reshape(-1).tolist(), [20_000, 4])]
+    for body in odd:
+        assert _answer(plane, bundle, mid, body) == _answer(plane, bundle, mid, body, general=True)
