@@ -1,7 +1,7 @@
 """Service benchmarks (issue: service foundation).
 
 1. Single-row predict throughput and latency over HTTP for `logistic_regression` on breast_cancer, through /v1
-   and through /v2 infer (one [1, 30] FP64 tensor, output `predict`), measured
+   and through /v2 infer (one [1, 30] FP64 tensor, output `predict`; by model id, and by model name), measured
    with wrk on loopback, against a bare ASGI app (bench/_bare_asgi.py) that only decodes the JSON and runs
    NumPy, in the same run, both served by one uvicorn process with the same options.
 2. Time from POST /v1/train to the job being `running` with an idle pool (server timestamps
@@ -287,9 +287,10 @@ def main() -> None:
 
         # -- 2. train -> running latency, idle pool ------------------------------------------------
         server_ms, client_ms = [], []
-        for _ in range(args.runs):
+        for i in range(args.runs):
             t0 = time.perf_counter()
-            r = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds, "target": "diagnosis"})
+            r = c.post("/v1/train", json={"algorithm": "logistic_regression", "dataset_id": ds, "target": "diagnosis",
+                                          "name": f"bench-{i}"})
             job_id = r.json()["job"]["id"]
             while True:
                 j = c.get(f"/v1/jobs/{job_id}").json()
@@ -312,7 +313,7 @@ def main() -> None:
                       "--log-level", "warning", "--no-access-log"], env)
         wait_http(f"http://127.0.0.1:{bport}/", 30)
         o_url, b_url = f"{base}/v1/models/{mid}/predict", f"http://127.0.0.1:{bport}/"
-        v2_url = f"{base}/v2/models/{mid}/infer"
+        v2_url, v2n_url = f"{base}/v2/models/{mid}/infer", f"{base}/v2/models/bench-{args.runs - 1}/infer"  # id, name
         # the same row as one [1, 30] FP64 tensor, asking for the output /v1 gives: JSON, and binary tensor data
         v2_body, v2_bin, hlen = v2_bodies(row["rows"][0])
         v2_ids = b'{"id":"REQUEST-ID",' + v2_body[1:]  # the same document with a new id in every request
@@ -320,10 +321,11 @@ def main() -> None:
         answers = [c.post(o_url, content=body).json()["predictions"],
                    c.post(v2_url, content=v2_body).json()["outputs"][0]["data"],
                    orjson.loads(c.post(v2_url, content=v2_bin, headers=bin_headers).content)["outputs"][0]["data"],
-                   c.post(v2_url, content=v2_ids.replace(b"REQUEST-ID", b"req-0")).json()["outputs"][0]["data"]]
-        assert answers[0] == answers[1] == answers[2] == answers[3], answers  # the same numbers each way
+                   c.post(v2_url, content=v2_ids.replace(b"REQUEST-ID", b"req-0")).json()["outputs"][0]["data"],
+                   c.post(v2n_url, content=v2_body).json()["outputs"][0]["data"]]
+        assert all(a == answers[0] for a in answers), answers  # the same numbers each way
         for url, b, h in ((o_url, body, None), (v2_url, v2_body, None), (v2_url, v2_bin, bin_headers),
-                          (b_url, body, None)):  # warm-up
+                          (v2n_url, v2_body, None), (b_url, body, None)):  # warm-up
             wrk(url, b, 2, args.connections, h)
         wrk(v2_url, v2_ids, 2, args.connections, new_ids=True)
         rounds = []
@@ -332,7 +334,8 @@ def main() -> None:
                            wrk(b_url, body, args.duration, args.connections),
                            wrk(v2_url, v2_body, args.duration, args.connections),
                            wrk(v2_url, v2_bin, args.duration, args.connections, bin_headers),
-                           wrk(v2_url, v2_ids, args.duration, args.connections, new_ids=True)))
+                           wrk(v2_url, v2_ids, args.duration, args.connections, new_ids=True),
+                           wrk(v2n_url, v2_body, args.duration, args.connections)))
     finally:
         stop(server)
         if bare is not None:
@@ -343,21 +346,23 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}, wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds; "
           f"server settings: {' '.join(args.set) or 'defaults'}")
     print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
-    print("| round | /v1 req/s | /v2 JSON req/s | /v2 binary req/s | /v2 JSON, new id each req/s | bare req/s "
-          "| /v1 p99 ms | /v2 JSON p99 ms | /v2 binary p99 ms | /v2 new ids p99 ms | bare p99 ms | /v1 / bare "
-          "| /v2 JSON / bare | /v2 binary / bare | /v2 new ids / bare | non-2xx |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ratios: list[list[float]] = [[], [], [], []]
-    for i, (o, b, v, vb, vi) in enumerate(rounds, 1):
-        for r, x in zip(ratios, (o, v, vb, vi), strict=True):
+    print("| round | /v1 req/s | /v2 JSON req/s | /v2 binary req/s | /v2 JSON, new id each req/s | /v2 JSON by name "
+          "req/s | bare req/s | /v1 p99 ms | /v2 JSON p99 ms | /v2 binary p99 ms | /v2 new ids p99 ms | /v2 by name "
+          "p99 ms | bare p99 ms | /v1 / bare | /v2 JSON / bare | /v2 binary / bare | /v2 new ids / bare "
+          "| /v2 by name / bare | non-2xx |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios: list[list[float]] = [[], [], [], [], []]
+    for i, (o, b, v, vb, vi, vn) in enumerate(rounds, 1):
+        for r, x in zip(ratios, (o, v, vb, vi, vn), strict=True):
             r.append(x["rps"] / b["rps"])
-        print(f"| {i} | {o['rps']:.0f} | {v['rps']:.0f} | {vb['rps']:.0f} | {vi['rps']:.0f} | {b['rps']:.0f} | "
-              f"{o['p99_ms']:.2f} | {v['p99_ms']:.2f} | {vb['p99_ms']:.2f} | {vi['p99_ms']:.2f} | {b['p99_ms']:.2f} | "
-              + " | ".join(f"{r[-1]:.2f}" for r in ratios) + f" | {sum(x['errors'] for x in (o, b, v, vb, vi))} |")
+        print(f"| {i} | {o['rps']:.0f} | {v['rps']:.0f} | {vb['rps']:.0f} | {vi['rps']:.0f} | {vn['rps']:.0f} | "
+              f"{b['rps']:.0f} | {o['p99_ms']:.2f} | {v['p99_ms']:.2f} | {vb['p99_ms']:.2f} | {vi['p99_ms']:.2f} | "
+              f"{vn['p99_ms']:.2f} | {b['p99_ms']:.2f} | " + " | ".join(f"{r[-1]:.2f}" for r in ratios)
+              + f" | {sum(x['errors'] for x in (o, b, v, vb, vi, vn))} |")
     print(f"\nmedian ratios to the bare app: /v1 {statistics.median(ratios[0]):.2f}, /v2 JSON "
           f"{statistics.median(ratios[1]):.2f}, /v2 binary {statistics.median(ratios[2]):.2f} (target >= 0.80 each); "
-          f"/v2 JSON with a new id in each request {statistics.median(ratios[3]):.2f}; the four answered the same "
-          f"predictions")
+          f"/v2 JSON with a new id in each request {statistics.median(ratios[3]):.2f}, /v2 JSON by model name "
+          f"{statistics.median(ratios[4]):.2f}; the five answered the same predictions")
     print(f"\n## POST /v1/train -> running, idle pool ({args.runs} runs)\n")
     print(f"server timestamps (started_at - created_at): median {statistics.median(server_ms):.1f} ms, "
           f"max {max(server_ms):.1f} ms (target < 100 ms)")

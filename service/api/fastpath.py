@@ -117,8 +117,8 @@ class PredictFrontDoor:
                     status = 499  # the client went away before sending its body
                     return
                 if v2:
-                    bundle = plane.cache.peek(name)
-                    if bundle is None:  # cold, or a name rather than an id: looked up and loaded on a worker thread
+                    bundle = plane.peek_named(name)  # a cached model by id, or by a name resolved before
+                    if bundle is None:  # cold, or a name to resolve: looked up and loaded on a worker thread
                         bundle = await plane.amodel_named(name)
                     if len(body) <= INLINE_BODY_BYTES:
                         data, json_len, n = plane.infer(bundle, name, _bytes(body), hlen)

@@ -6,12 +6,22 @@ model (a cached bundle inline, a cold one loaded on a worker thread), decodes th
 ``ModelBundle.predict_matrix`` (so /v1 and /v2 give the same numbers by construction) and encodes the answer.
 The protocol codecs are elsewhere: the V1 body checks here (``predict_payload``), the V2 tensors in oip.py.
 
+A V2 model name (rather than an id) is resolved in the metadata store once, and the model id it gave is remembered
+(``peek_named``): a repeat for a cached model then costs no I/O, as a request by id does. The memory is forgotten
+whenever a model row is written through this process's metadata store (``MetadataStore.model_writes``: a model
+created, updated or deleted, by any project's plane), and each name is resolved again ``RECHECK_SECONDS`` after it
+was, so that models created or deleted by other processes (worker processes, other replicas) show within that
+bound. A deleted model also leaves the cache (at once in this process, within the same bound elsewhere), which
+sends its name back to the general path. See docs/decisions/v2-model-names.md.
+
 Bodies up to ``INLINE_BODY_BYTES`` are decoded and predicted by the caller (inline on the event loop: a single row
 costs tens of microseconds); larger ones on a worker thread, with their rows decoded in bounded pieces
 (chunked_rows.py) so that the event loop is never kept waiting for the GIL for long.
 """
 
 from __future__ import annotations
+
+import time
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -20,7 +30,7 @@ from core.validation import DataError
 
 from ..errors import Conflict, invalid
 from . import chunked_rows, oip, rl
-from .inference import INLINE_BODY_BYTES, ModelCache, run_sized
+from .inference import INLINE_BODY_BYTES, RECHECK_SECONDS, ModelCache, run_sized
 
 _PREDICT_FIELDS = frozenset({"instances", "rows", "return_proba", "return_std"})
 
@@ -116,6 +126,9 @@ class DataPlane:
         self.cache = cache  # ``cache.peek(id)``: a loaded bundle or None, no I/O (the front door's first call)
         self.meta = meta
         self.max_rows = max_rows
+        self._store = getattr(meta, "store", meta)  # a project's view (ProjectMeta) or the store itself
+        self._names: dict[str, tuple[str, float]] = {}  # V2 model name -> (model id, when it was resolved)
+        self._names_writes = self._store.model_writes  # the store's model writes when _names was last valid
 
     # -- models -------------------------------------------------------------------------------------
     def model(self, model_id: str):
@@ -126,17 +139,43 @@ class DataPlane:
         """The model record of a V2 model name: an id or a unique name."""
         return oip.resolve_model(self.meta, name)
 
-    def model_named(self, name: str):
-        """The bundle of a V2 model name (blocking)."""
+    def peek_named(self, name: str):
+        """The cached bundle of a V2 model name with no I/O, or None: a model id, or a name resolved within the last
+        ``RECHECK_SECONDS`` with no model row written in this process since (module docstring)."""
         bundle = self.cache.peek(name)
-        return bundle if bundle is not None else self.cache.get(self.resolve(name)["id"])
+        if bundle is not None:
+            return bundle
+        ref = self._names.get(name)
+        if ref is None:
+            return None
+        if self._store.model_writes != self._names_writes:  # a model created, updated or deleted here
+            self._names.clear()
+            return None
+        if time.monotonic() - ref[1] >= RECHECK_SECONDS:  # others' changes: resolved again by the caller
+            return None
+        return self.cache.peek(ref[0])  # None once the model was deleted (evicted) or evicted by the LRU
+
+    def model_named(self, name: str):
+        """The bundle of a V2 model name (blocking): resolved in the metadata store unless ``peek_named`` has it."""
+        bundle = self.peek_named(name)
+        if bundle is not None:
+            return bundle
+        writes, at = self._store.model_writes, time.monotonic()  # read before the queries: a write during them
+        model_id = self.resolve(name)["id"]                        # leaves what they found unused
+        bundle = self.cache.get(model_id)  # 404 / 409 / 500 as by id: nothing remembered
+        if model_id != name:
+            if writes != self._names_writes:
+                self._names.clear()
+                self._names_writes = writes
+            self._names[name] = (model_id, at)
+        return bundle
 
     async def amodel(self, model_id: str):
         bundle = self.cache.peek(model_id)
         return bundle if bundle is not None else await run_in_threadpool(self.cache.get, model_id)
 
     async def amodel_named(self, name: str):
-        bundle = self.cache.peek(name)
+        bundle = self.peek_named(name)
         return bundle if bundle is not None else await run_in_threadpool(self.model_named, name)
 
     # -- /v1 predict --------------------------------------------------------------------------------

@@ -30,6 +30,9 @@ _ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None))
 # Bodies up to this size are decoded and predicted on the event loop (a single-row predict costs tens of
 # microseconds and a thread hop would double it); larger ones on a worker thread (anyio's bounded pool).
 INLINE_BODY_BYTES = 64 * 1024
+# How stale a cached answer about other replicas' changes may be: a cached model's artifact is re-checked (deleted
+# by another replica?) at most this often, and a V2 model name is resolved again after this long (dataplane.py).
+RECHECK_SECONDS = 1.0
 
 
 async def run_sized(nbytes: int, fn, *args):
@@ -119,7 +122,7 @@ class ModelCache:
         return self._bytes + (self._oversize[1].cost if self._oversize is not None else 0)
 
     def peek(self, model_id: str):
-        """The cached bundle, or None (no I/O but a stat of its artifact at most once a second)."""
+        """The cached bundle, or None (no I/O but a stat of its artifact at most every ``RECHECK_SECONDS``)."""
         entry = self._items.get(model_id)
         if entry is None:
             over = self._oversize
@@ -127,7 +130,7 @@ class ModelCache:
                 return None
             entry = over[1]
         now = time.monotonic()
-        if now - entry.checked_at >= 1.0:  # deleted by another replica? re-checked at most once a second
+        if now - entry.checked_at >= RECHECK_SECONDS:  # deleted by another replica? re-checked now and then
             entry.checked_at = now
             if self.art.local:  # a stat: inline
                 if not self.art.model_exists(model_id):

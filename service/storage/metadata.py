@@ -151,6 +151,9 @@ def _row(r) -> dict[str, Any] | None:
 class MetadataStore:
     def __init__(self, url: str):
         self.url = url
+        # model rows inserted, updated or deleted through this store (this process), counted after each commit:
+        # what the data plane's memory of V2 model names is checked against (services/dataplane.py)
+        self.model_writes = 0
         kw: dict[str, Any] = {"future": True}
         if url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
@@ -220,6 +223,7 @@ class MetadataStore:
     # -- models ------------------------------------------------------------------------
     def insert_model(self, values: dict) -> None:
         self._insert(models, values)
+        self.model_writes += 1
 
     def get_model(self, id_: str) -> dict | None:
         return self._get(models, id_)
@@ -237,9 +241,13 @@ class MetadataStore:
     def update_model(self, id_: str, **values) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(models).where(models.c.id == id_).values(**values))
+        self.model_writes += 1
 
     def delete_model(self, id_: str) -> bool:
-        return self._delete(models, id_)
+        try:
+            return self._delete(models, id_)
+        finally:
+            self.model_writes += 1
 
     def model_ids(self) -> set[str]:
         with self.engine.connect() as conn:
@@ -258,6 +266,8 @@ class MetadataStore:
             conn.execute(jobs.insert().values(**job))
             if model is not None:
                 conn.execute(models.insert().values(**model))
+        if model is not None:
+            self.model_writes += 1
 
     def get_job(self, id_: str) -> dict | None:
         return self._get(jobs, id_)

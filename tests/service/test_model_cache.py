@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.services.inference import measured_nbytes
-from tests.service.conftest import iris_csv, train, upload_csv
+from tests.service.conftest import iris_csv, train, upload_csv, wait_job
 
 
 def test_measured_nbytes_counts_buffers_once_and_views_through_their_base():
@@ -185,3 +185,119 @@ def test_every_route_that_needs_a_model_loads_a_cold_one_off_the_event_loop(app_
             assert on_loop == [False], f"{what}: the cold model was loaded on the event loop"
     finally:
         art.load_bundle = original
+
+
+# -- /v2 by model name: the name resolved once, then answered as by id (services/dataplane.py, peek_named) -----------
+V2_ROW = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": [5.1, 3.5, 1.4, 0.2]}]}
+
+
+def _named(client, name="flowers"):
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    mid, job = train(client, algorithm="gaussian_nb", dataset_id=ds, target="species", name=name)
+    assert job["status"] == "succeeded", job
+    return ds, mid
+
+
+def _count_lookups(monkeypatch, runtime) -> dict:
+    """Counts of metadata reads (the two a name resolution makes) and of hops to a worker thread."""
+    from service.api import fastpath
+    from service.services import dataplane
+
+    calls = {"get_model": 0, "find_models_by_name": 0, "thread": 0}
+    for method in ("get_model", "find_models_by_name"):
+        def counted(*a, _m=method, _f=getattr(runtime.meta, method)):
+            calls[_m] += 1
+            return _f(*a)
+        monkeypatch.setattr(runtime.meta, method, counted)
+    for module in (fastpath, dataplane):
+        def hop(fn, *a, _f=module.run_in_threadpool):
+            calls["thread"] += 1
+            return _f(fn, *a)
+        monkeypatch.setattr(module, "run_in_threadpool", hop)
+    return calls
+
+
+def test_a_v2_request_by_name_for_a_cached_model_makes_no_metadata_call_and_no_thread_hop(app_client, monkeypatch):
+    from service.services import dataplane
+
+    monkeypatch.setattr(dataplane, "RECHECK_SECONDS", 3600.0)  # however slowly the requests go
+    _, mid = _named(app_client)
+    first = app_client.post("/v2/models/flowers/infer", json=V2_ROW)  # resolves the name, loads the model
+    assert first.status_code == 200 and first.json()["model_name"] == "flowers"
+    calls = _count_lookups(monkeypatch, app_client.app.state.runtime)
+    for _ in range(5):
+        r = app_client.post("/v2/models/flowers/infer", json=V2_ROW)
+        assert r.status_code == 200 and r.content == first.content  # named as asked, byte for byte
+    assert calls == {"get_model": 0, "find_models_by_name": 0, "thread": 0}
+    by_id = app_client.post(f"/v2/models/{mid}/infer", json=V2_ROW)
+    assert by_id.json()["outputs"] == first.json()["outputs"] and by_id.json()["model_name"] == mid
+    assert calls == {"get_model": 0, "find_models_by_name": 0, "thread": 0}
+
+
+def test_a_name_is_resolved_again_at_once_after_a_model_is_created_or_deleted_in_this_process(app_client,
+                                                                                                monkeypatch):
+    from service.services import dataplane
+
+    monkeypatch.setattr(dataplane, "RECHECK_SECONDS", 3600.0)  # only this process's writes can tell the plane
+    ds, mid = _named(app_client)
+    assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 200
+    # a second model takes the name (the request returns while it trains): the name is ambiguous from now on
+    r = app_client.post("/v1/train", json={"algorithm": "gaussian_nb", "dataset_id": ds, "target": "species",
+                                           "name": "flowers"})
+    assert r.status_code == 202, r.text
+    other = r.json()["model_id"]
+    r = app_client.post("/v2/models/flowers/infer", json=V2_ROW)
+    assert r.status_code == 400, r.text
+    assert r.json() == {"error": f"model name 'flowers' is ambiguous: 2 models share it "
+                                 f"({', '.join(sorted([mid, other]))}); use the model id instead"}
+    wait_job(app_client, app_client.get(f"/v1/models/{other}").json()["job_id"])  # deleted once trained
+    assert app_client.delete(f"/v1/models/{other}").status_code == 204
+    assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 200  # unique again
+    # its model deleted: 404 at once
+    assert app_client.delete(f"/v1/models/{mid}").status_code == 204
+    r = app_client.post("/v2/models/flowers/infer", json=V2_ROW)
+    assert r.status_code == 404 and r.json() == {"error": "no model has the id or name 'flowers'"}
+
+
+def test_a_model_row_written_in_this_process_is_seen_even_while_the_bundle_stays_cached(app_client, monkeypatch):
+    """The plane's memory of names follows the metadata store's writes, not only the cache's evictions."""
+    from service.services import dataplane
+
+    monkeypatch.setattr(dataplane, "RECHECK_SECONDS", 3600.0)
+    _, mid = _named(app_client)
+    assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 200
+    runtime = app_client.app.state.runtime
+    record = runtime.meta.get_model(mid)
+    runtime.meta.insert_model({**record, "id": "m-second"})  # neither the cache nor the API told
+    assert "ambiguous" in app_client.post("/v2/models/flowers/infer", json=V2_ROW).json()["error"]
+    runtime.meta.delete_model("m-second")
+    assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 200
+    runtime.meta.delete_model(mid)  # the row only: the bundle is still cached, its artifact still there
+    assert mid in runtime.cache
+    assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 404
+
+
+def test_changes_made_by_another_replica_are_seen_within_the_recheck_bound(app_client):
+    """Another replica shares the metadata store (and the artifacts), not this process: what it creates or deletes
+    is seen once the name is resolved again, RECHECK_SECONDS after it was."""
+    import time
+
+    from service.services.inference import RECHECK_SECONDS
+    from service.storage.metadata import MetadataStore
+
+    _, mid = _named(app_client)
+    runtime = app_client.app.state.runtime
+    replica = MetadataStore(runtime.meta.url)  # another process's store: its writes are not counted here
+    try:
+        assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 200
+        replica.insert_model({**replica.get_model(mid), "id": "m-elsewhere"})
+        time.sleep(RECHECK_SECONDS)
+        assert "ambiguous" in app_client.post("/v2/models/flowers/infer", json=V2_ROW).json()["error"]
+        replica.delete_model("m-elsewhere")
+        assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 200
+        replica.delete_model(mid)  # as the other replica's DELETE: the row, then the artifact
+        runtime.art.delete_model(mid)
+        time.sleep(RECHECK_SECONDS)
+        assert app_client.post("/v2/models/flowers/infer", json=V2_ROW).status_code == 404
+    finally:
+        replica.dispose()
