@@ -95,10 +95,13 @@ def subsample(idx: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 
 
 def fit_score(data: TaskData, cls, params: dict, features: list[str], train: np.ndarray, test: np.ndarray,
-              metrics: list[str], ctx, *, train_scores: bool = False) -> dict:
+              metrics: list[str], ctx, *, train_scores: bool = False, sample_seed: int = 0) -> dict:
     """Fit preprocessing + estimator on the ``train`` rows only, score on ``test``. Returns
-    ``{"test": {metric: v}, "train"?: {...}, "fit_time", "n_train", "n_test", "timings"}``."""
-    from .training import fit_bundle
+    ``{"test": {metric: v}, "train"?: {...}, "train_sampled_rows"?, "fit_time", "n_train", "n_test",
+    "timings"}``. The train scores of a lazy learner use the bounded sample of the training rows that a training
+    job's metrics.training uses (``training.training_sample``, drawn with ``sample_seed``); ``train_sampled_rows``
+    is its size then."""
+    from .training import fit_bundle, training_sample
 
     feats = [f for f in data.features if f["name"] in set(features)]
     cols = {f["name"]: data.columns[f["name"]] for f in feats}
@@ -115,7 +118,12 @@ def fit_score(data: TaskData, cls, params: dict, features: list[str], train: np.
     out = {"test": {s.name: _finite(s(bundle.estimator, Xte, data.y[test])) for s in scorers},
            "fit_time": t1 - t0, "n_train": int(len(train)), "n_test": int(len(test))}
     if train_scores:
-        out["train"] = {s.name: _finite(s(bundle.estimator, Xtr, data.y[train])) for s in scorers}
+        ytr = data.y[train]
+        pick = training_sample(cls, train, sample_seed)
+        if pick is not None:
+            Xtr, ytr = Xtr[pick], ytr[pick]
+            out["train_sampled_rows"] = int(len(pick))
+        out["train"] = {s.name: _finite(s(bundle.estimator, Xtr, ytr)) for s in scorers}
     out["timings"] = {"preprocess": timings["preprocess"], "estimator": timings["estimator"],
                       "score": time.perf_counter() - t1}
     return out

@@ -110,6 +110,7 @@ def run_trial(meta, art, job: dict, ctx: FitContext) -> dict:
                                        "score": 0.0}}
     if p.get("train_scores"):
         out["train_per_fold"] = {m: [] for m in metrics}
+        out["train_sampled_rows"] = []  # per fold: the size of a lazy learner's sample, None for every row
     rows = data.rows
     try:
         for j, f in enumerate(fold_ids):
@@ -125,11 +126,13 @@ def run_trial(meta, art, job: dict, ctx: FitContext) -> dict:
                     te = subsample(te, frac, seed + 7)
             r = fit_score(data, cls, params, features, rows[tr], rows[te], metrics,
                           tctx.child(j / len(fold_ids), (j + 1) / len(fold_ids)),
-                          train_scores=bool(p.get("train_scores")))
+                          train_scores=bool(p.get("train_scores")), sample_seed=p["seed"] + f)
             for m in metrics:
                 out["per_fold"][m].append(r["test"][m])
                 if "train" in r:
                     out["train_per_fold"][m].append(r["train"][m])
+            if "train" in r:
+                out["train_sampled_rows"].append(r.get("train_sampled_rows"))
             out["fit_time"].append(r["fit_time"])
             for k, v in r["timings"].items():
                 out["timings"][k] += v
@@ -273,8 +276,9 @@ def _merge(parts: list[dict]) -> dict:
     for key in ("per_fold", "train_per_fold"):
         if key in parts[0]:
             out[key] = {m: [v for r in parts for v in r[key][m]] for m in parts[0][key]}
-    for key in ("fit_time", "n_train", "n_test"):
-        out[key] = [v for r in parts for v in r[key]]
+    for key in ("fit_time", "n_train", "n_test", "train_sampled_rows"):
+        if key in parts[0]:
+            out[key] = [v for r in parts for v in r[key]]
     return out
 
 
@@ -283,14 +287,22 @@ def _refit(meta, art, job: dict, cls, params: dict, ctx, cv_summary: dict) -> tu
     selection job; ``metrics.selection`` repeats it with the CV score). The model is recorded ``training`` and
     its bundle staged: the job lifecycle publishes both when the job succeeds. Returns (model id, the staged
     bundle and model columns for the job's ``Outcome``)."""
-    from .training import fit_bundle
+    from .training import fit_bundle, training_sample, training_sample_note
 
     p = job["payload"]
     data = _task_data(art, p)
     model_id = p["model_id"]
     bundle, X = fit_bundle(cls, params, data.features, data.target, data.columns, data.y, data.rows, ctx,
                             model_id)
-    metrics = {"training": evaluate_matrix(bundle, X, data.y[data.rows], include_curves=False)["metrics"],
+    notes = []
+    pick = training_sample(cls, data.rows, p["seed"])  # a lazy learner: the bounded sample of a training job
+    if pick is None:
+        training = evaluate_matrix(bundle, X, data.y[data.rows], include_curves=False)["metrics"]
+    else:
+        training = evaluate_matrix(bundle, X[pick], data.y[data.rows[pick]], include_curves=False)["metrics"]
+        training["sampled_rows"] = int(len(pick))
+        notes.append(training_sample_note(cls, len(pick), len(data.rows)))
+    metrics = {"training": training,
                "validation": {**cv_summary, "folds": p["folds"]},
                "selection": {"job_id": job["id"], "kind": job["kind"], "metric": p["metric"], **cv_summary}}
     ctx.check_cancelled()
@@ -305,7 +317,8 @@ def _refit(meta, art, job: dict, cls, params: dict, ctx, cv_summary: dict) -> tu
 
     return model_id, {"staged": staged, "model": {
         "params": _plain(params), "algorithm": cls.name, "task": cls.task, "features": bundle.features,
-        "classes": bundle.classes, "metrics": _clean(metrics), "size_bytes": size, "insight": model_insight(bundle)}}
+        "classes": bundle.classes, "metrics": _clean(metrics), "size_bytes": size, "insight": model_insight(bundle),
+        **({"notes": notes} if notes else {})}}
 
 
 def _plain(params: dict) -> dict:
@@ -495,6 +508,7 @@ def run_learning_curve(meta, art, job, ctx) -> dict:
     out = {"metric": metric, "greater_is_better": get_scorer(metric).greater_is_better, "train_sizes": sizes,
            "folds": p["folds"], "seed": p["seed"], "train": {"mean": [], "std": [], "per_fold": []},
            "test": {"mean": [], "std": [], "per_fold": []}, "errors": []}
+    sampled = []  # per size: the largest sample of training rows a lazy learner's train scores used, or None
     for m, r in zip(sizes, res, strict=True):
         if r.get("error"):  # e.g. one class only in a tiny subset
             out["errors"].append({"train_size": m, "error": r["error"]})
@@ -502,7 +516,10 @@ def run_learning_curve(meta, art, job, ctx) -> dict:
                 out[side]["mean"].append(None)
                 out[side]["std"].append(None)
                 out[side]["per_fold"].append([])
+            sampled.append(None)
             continue
+        rows = [v for v in r.get("train_sampled_rows") or [] if v is not None]
+        sampled.append(max(rows) if rows else None)
         for side, key in (("train", "train_per_fold"), ("test", "per_fold")):
             per = r[key][metric]
             s = summary(per)
@@ -511,6 +528,15 @@ def run_learning_curve(meta, art, job, ctx) -> dict:
             out[side]["per_fold"].append(per)
     if not out["errors"]:
         del out["errors"]
+    if any(v is not None for v in sampled):
+        from .training import training_sample_note
+
+        cls = registry.get(p["algorithm"])
+        first = next(i for i, v in enumerate(sampled) if v is not None)
+        out["train"]["sampled_rows"] = sampled
+        note = training_sample_note(cls, sampled[first], int(sizes[first]), "the train score")
+        out["notes"] = [*(p.get("notes") or []),
+                        note + "; train.sampled_rows gives the sample size per train size (null: every row)"]
     return _clean(out)
 
 

@@ -449,12 +449,23 @@ def _settings():
     return CURRENT_SETTINGS[0] or Settings()
 
 
-def training_sample(cls, idx: np.ndarray, limit: int, seed: int) -> np.ndarray | None:
-    """Positions (sorted) into ``idx`` of the training rows a lazy learner's training metrics are measured on:
-    a seeded random sample of ``limit`` rows when it has more, else None (every row)."""
-    if not getattr(cls, "lazy_learner", False) or len(idx) <= limit:
+def training_sample(cls, idx: np.ndarray, seed: int, limit: int | None = None) -> np.ndarray | None:
+    """Positions (sorted) into ``idx`` of the training rows a lazy learner is scored on (the training metrics of
+    a job or a refit, the train scores of model selection): a seeded random sample of ``limit`` rows (default:
+    the settings' ``training_metrics_max_rows``) when it has more, else None (every row)."""
+    if not getattr(cls, "lazy_learner", False):
+        return None
+    limit = _settings().training_metrics_max_rows if limit is None else limit
+    if len(idx) <= limit:
         return None
     return np.sort(np.random.default_rng(seed).choice(len(idx), size=limit, replace=False))
+
+
+def training_sample_note(cls, n_sampled: int, n_rows: int, what: str = "metrics.training") -> str:
+    """The note that says a lazy learner's ``what`` was measured on a sample (see ``training_sample``)."""
+    return (f"{what} was measured on a seeded random sample of {n_sampled} of the {n_rows} training rows: "
+            f"{cls.name} predicts by comparing each row with the training rows, so scoring them all would cost "
+            "their number squared (ORCHARD_TRAINING_METRICS_MAX_ROWS)")
 
 
 def fit_bundle(cls, params, features, target, columns, y, idx, ctx, model_id, options=None, positive=None,
@@ -536,15 +547,12 @@ def run_train(meta: MetadataStore, art: ArtifactStore, job: dict, ctx: FitContex
 
     def measure_training(b, idx, X):
         """metrics.training: every training row, or a lazy learner's bounded sample (noted)."""
-        limit = _settings().training_metrics_max_rows
-        pick = training_sample(cls, idx, limit, seed)
+        pick = training_sample(cls, idx, seed)
         if pick is None:
             return measure(b, idx, X)
         m = measure(b, idx[pick], X[pick])
         m["sampled_rows"] = int(len(pick))
-        notes.append(f"metrics.training was measured on a seeded random sample of {len(pick)} of the {len(idx)} "
-                     f"training rows: {cls.name} predicts by comparing each row with the training rows, so scoring "
-                     "them all would cost their number squared (ORCHARD_TRAINING_METRICS_MAX_ROWS)")
+        notes.append(training_sample_note(cls, len(pick), len(idx)))
         return m
 
     if validation.get("cv"):

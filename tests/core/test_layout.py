@@ -1,5 +1,5 @@
-"""core/ stays easy to hold in one's head: no module reaches for another module's private names, and no import
-cycle runs between its modules."""
+"""core/ stays easy to hold in one's head: no module reaches for another module's private names, no import
+cycle runs between its modules, and the boosting grower does not see the worker processes."""
 
 from __future__ import annotations
 
@@ -164,3 +164,48 @@ def test_no_import_cycle_among_core_modules():
     graph = _import_graph()
     assert len(graph) > 100 and sum(map(len, graph.values())) > 300  # the graph was built
     assert _cycles(graph) == []
+
+
+def _all_imports_graph() -> dict[str, set[str]]:
+    """As ``_import_graph``, with the imports inside functions and under TYPE_CHECKING too (what a module can
+    reach at all, not only at import time)."""
+    names = {_module_name(p): p for p in MODULES}
+    graph: dict[str, set[str]] = {m: set() for m in names}
+    for mod, path in names.items():
+        package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(MODULES[path]):
+            if isinstance(node, ast.Import):
+                graph[mod] |= {a.name for a in node.names if a.name in names}
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + (node.module.split(".") if node.module else []))
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if sub in names:
+                        graph[mod].add(sub)
+                    elif target in names:
+                        graph[mod].add(target)
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for w in graph[todo.pop()] - seen:
+            seen.add(w)
+            todo.append(w)
+    return seen
+
+
+HGB = "core.ensemble._hist_gradient_boosting"
+
+
+def test_the_boosting_grower_does_not_see_the_worker_processes():
+    """The tree grower and the split finder work on histograms handed to them; only the histogram builder knows
+    that rows may be summed in worker processes (worker.py). Neither imports the worker module, directly or
+    through another module, at import time or inside a function."""
+    graph = _all_imports_graph()
+    assert f"{HGB}.worker" in _reachable(graph, f"{HGB}.histogram")  # the graph sees the one legitimate edge
+    for mod in ("grower", "splitting"):
+        reached = _reachable(graph, f"{HGB}.{mod}")
+        assert f"{HGB}.worker" not in reached, (mod, sorted(reached))
