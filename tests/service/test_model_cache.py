@@ -82,6 +82,39 @@ def test_lru_by_measured_size_and_an_oversize_model_evicts_nothing(app_client):
         assert name in metrics
 
 
+def test_a_hit_makes_a_model_recent_so_the_least_recently_used_goes_not_the_first_loaded(app_client):
+    """Loaded a, b, c in that order, then a used again: loading d evicts b (least recently used), not a (first
+    loaded, as a FIFO would)."""
+    cache = app_client.app.state.runtime.cache
+    a, b, c, d = _models(app_client, 4)
+    sizes = {}
+    for mid in (a, b, c, d):  # each model's charge, as the cache measures it
+        for m in (a, b, c, d):
+            cache.evict(m)
+        assert app_client.post(f"/v1/models/{mid}/predict", json=ROW).status_code == 200
+        sizes[mid] = cache.size_bytes
+    for m in (a, b, c, d):
+        cache.evict(m)
+    # room for a, b, c and for a, c, d; never for all four: d's load evicts exactly one model
+    cache.max_bytes = max(sizes[a] + sizes[b] + sizes[c], sizes[a] + sizes[c] + sizes[d]) + 1000
+    assert sum(sizes.values()) > cache.max_bytes
+    for mid in (a, b, c):
+        assert app_client.post(f"/v1/models/{mid}/predict", json=ROW).status_code == 200
+    assert a in cache and b in cache and c in cache
+    loads = cache.loads
+    assert app_client.post(f"/v1/models/{a}/predict", json=ROW).status_code == 200  # a hit: a is now the most recent
+    assert cache.loads == loads
+    assert app_client.post(f"/v1/models/{d}/predict", json=ROW).status_code == 200
+    assert a in cache and b not in cache and c in cache and d in cache
+    assert cache.size_bytes <= cache.max_bytes
+    # the same through /v2 (a hit by its id): c used, then b loaded again: a goes, c stays
+    r = app_client.post(f"/v2/models/{c}/infer", json={"inputs": [
+        {"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": [5.1, 3.5, 1.4, 0.2]}]})
+    assert r.status_code == 200, r.text
+    assert app_client.post(f"/v1/models/{b}/predict", json=ROW).status_code == 200
+    assert b in cache and c in cache and a not in cache
+
+
 def test_concurrent_first_requests_load_a_cold_model_once(app_client):
     (mid,) = _models(app_client, 1)
     cache = app_client.app.state.runtime.cache
