@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.services.inference import measured_nbytes
 from tests.service.conftest import iris_csv, train, upload_csv, wait_job
+from tests.service.test_observability import scrape
 
 
 def test_measured_nbytes_counts_buffers_once_and_views_through_their_base():
@@ -113,6 +114,45 @@ def test_a_hit_makes_a_model_recent_so_the_least_recently_used_goes_not_the_firs
     assert r.status_code == 200, r.text
     assert app_client.post(f"/v1/models/{b}/predict", json=ROW).status_code == 200
     assert b in cache and c in cache and a not in cache
+
+
+def _cache_metrics(client) -> dict:
+    m = scrape(client)
+    return {k: m[(f"orchard_model_cache_{k}", ())] for k in (
+        "loads_total", "evictions_total", "load_seconds_total", "hits_total", "misses_total", "size_bytes", "models")}
+
+
+def test_metrics_count_loads_evictions_and_load_time_as_they_happen(app_client):
+    """The values scraped from /metrics follow the cache: a cold load adds one load and its seconds, a hit adds
+    neither, a model evicted to fit the budget adds one eviction; size and model count are the cache's."""
+    cache = app_client.app.state.runtime.cache
+    a, b = _models(app_client, 2)
+    sizes = {}
+    for m in (a, b):
+        cache.evict(a), cache.evict(b)
+        assert app_client.post(f"/v1/models/{m}/predict", json=ROW).status_code == 200
+        sizes[m] = cache.size_bytes
+    cache.evict(a), cache.evict(b)
+    before = _cache_metrics(app_client)
+    assert before["size_bytes"] == 0 and before["models"] == 0
+    assert app_client.post(f"/v1/models/{a}/predict", json=ROW).status_code == 200
+    after_a = _cache_metrics(app_client)
+    assert after_a["loads_total"] == before["loads_total"] + 1 and after_a["misses_total"] == before["misses_total"] + 1
+    assert after_a["load_seconds_total"] > before["load_seconds_total"]
+    assert after_a["evictions_total"] == before["evictions_total"]
+    assert after_a["models"] == 1 and after_a["size_bytes"] == cache.size_bytes > 0
+    assert app_client.post(f"/v1/models/{a}/predict", json=ROW).status_code == 200  # a hit
+    hit = _cache_metrics(app_client)
+    assert hit["hits_total"] > after_a["hits_total"]
+    assert {k: hit[k] for k in ("loads_total", "load_seconds_total", "evictions_total", "size_bytes")} == \
+        {k: after_a[k] for k in ("loads_total", "load_seconds_total", "evictions_total", "size_bytes")}
+    cache.max_bytes = max(sizes.values()) + 1000  # holds either, not both: loading b evicts a
+    assert app_client.post(f"/v1/models/{b}/predict", json=ROW).status_code == 200
+    after_b = _cache_metrics(app_client)
+    assert a not in cache
+    assert after_b["loads_total"] == hit["loads_total"] + 1 and after_b["evictions_total"] == hit["evictions_total"] + 1
+    assert after_b["load_seconds_total"] > hit["load_seconds_total"]
+    assert after_b["models"] == 1 and after_b["size_bytes"] == cache.size_bytes
 
 
 def test_concurrent_first_requests_load_a_cold_model_once(app_client):
