@@ -213,6 +213,45 @@ def test_delete_under_load_answers_200_or_404_never_500(app_client):
     assert statuses[-1] == 404 and 200 in statuses
 
 
+@pytest.mark.parametrize("protocol", ["v1", "v2"])
+def test_a_delete_while_a_cold_load_reads_the_artifact_is_a_404(app_client, protocol):
+    """Deterministically the window the randomized test above hits by chance: the request has read the model's
+    record and is loading its artifact when the model is deleted (record, then artifact). The load finds the
+    artifact gone, checks the record again and answers 404, never 500."""
+    (mid,) = _models(app_client, 1)
+    rt = app_client.app.state.runtime
+    rt.cache.evict(mid)
+    original = rt.art.load_bundle
+    entered, go = threading.Event(), threading.Event()
+
+    def paused_load(model_id):
+        entered.set()
+        assert go.wait(10)
+        return original(model_id)
+
+    rt.art.load_bundle = paused_load
+    out = []
+    url, body = ((f"/v1/models/{mid}/predict", ROW) if protocol == "v1" else (f"/v2/models/{mid}/infer", V2_ROW))
+    request = threading.Thread(target=lambda: out.append(app_client.post(url, json=body)))
+    try:
+        request.start()
+        assert entered.wait(10), "the request never reached the artifact"
+        assert app_client.delete(f"/v1/models/{mid}").status_code == 204
+        assert not rt.art.model_exists(mid)
+        go.set()
+        request.join(10)
+    finally:
+        go.set()
+        rt.art.load_bundle = original
+    (r,) = out
+    assert r.status_code == 404, r.text
+    if protocol == "v1":
+        assert r.headers["content-type"].startswith("application/problem+json")
+    else:
+        assert "error" in r.json()
+    assert mid not in rt.cache
+
+
 def test_artifact_missing_under_an_existing_record_is_still_an_integrity_error(app_client):
     (mid,) = _models(app_client, 1)
     rt = app_client.app.state.runtime
