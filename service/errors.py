@@ -38,6 +38,13 @@ class NotFound(ProblemError):
     status, title = 404, "Not Found"
 
 
+class ArtifactIntegrityError(ProblemError):
+    """A model's or dataset's stored files are missing or unreadable while its record exists."""
+
+    status, title = 500, "Artifact Integrity Error"
+    type_ = "urn:orchard:problem:artifact-integrity"
+
+
 def found(record: dict | None, what: str, id_: str) -> dict:
     """``record``, or 404 naming ``what`` and its id when there is none (it does not exist, or belongs to another
     project)."""

@@ -66,10 +66,10 @@ def get_dataset_rows(request: Request, dataset_id: str, r: ReadRT, page: Page = 
     record = ds.get_record(r.meta, dataset_id)
     if format != "json":
         limit = page.limit if "limit" in request.query_params else None
-        return StreamingResponse(ds.export_stream(r.art, record, format, limit, page.offset),
+        return StreamingResponse(ds.export_stream(r.meta, r.art, record, format, limit, page.offset),
                                  media_type=_EXPORT_TYPES[format],
                                  headers={"Content-Disposition": f'attachment; filename="{dataset_id}.{format}"'})
-    return Response(orjson.dumps(ds.rows_page(r.art, record, page.limit, page.offset)),
+    return Response(orjson.dumps(ds.rows_page(r.meta, r.art, record, page.limit, page.offset)),
                     media_type="application/json")
 
 

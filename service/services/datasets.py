@@ -17,9 +17,9 @@ import numpy as np
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import NotFound, UnsupportedMedia, found, invalid
+from ..errors import ArtifactIntegrityError, NotFound, UnsupportedMedia, found, invalid
 from ..schemas.models import DatasetCreateJSON
-from ..storage.artifacts import ArtifactStore
+from ..storage.artifacts import ArtifactError, ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
 from .tables import Column, parse_json_table, parse_types_query
 from .widths import check_width
@@ -240,6 +240,19 @@ def load_columns(art: ArtifactStore, dataset_id: str, names: Sequence[str] | Non
     return out
 
 
+def read_columns(meta: MetadataStore, art: ArtifactStore, dataset_id: str, names: Sequence[str] | None = None,
+                 mmap: bool = True) -> list[Column]:
+    """``load_columns`` of a dataset whose record the caller has found: when its files are missing, 404 if the
+    dataset was deleted since (its record first, then its files), else ``ArtifactIntegrityError`` (files lost
+    under an existing record). Never a bare ``ArtifactError`` (a 500 of no explanation)."""
+    try:
+        return load_columns(art, dataset_id, names, mmap)
+    except ArtifactError as exc:
+        if meta.get_dataset(dataset_id) is None:  # deleted while this request was on its way
+            raise NotFound(f"dataset {dataset_id!r} does not exist") from None
+        raise ArtifactIntegrityError(str(exc)) from None
+
+
 EXPORT_ROWS = 1 << 16  # rows per Parquet row group / CSV write when a dataset is exported
 
 
@@ -265,14 +278,20 @@ class _Chunks:
         return out
 
 
-def export_stream(art: ArtifactStore, record: dict, fmt: str, limit: int | None, offset: int) -> Iterator[bytes]:
+def export_stream(meta: MetadataStore, art: ArtifactStore, record: dict, fmt: str, limit: int | None,
+                  offset: int) -> Iterator[bytes]:
     """The dataset (or the rows ``offset:offset+limit``) as Parquet or CSV, in pieces of ``EXPORT_ROWS`` rows
-    (one Parquet row group each): memory stays bounded whatever the dataset's size."""
+    (one Parquet row group each): memory stays bounded whatever the dataset's size. The columns are opened
+    (memory-mapped) here, before the response starts, so that a dataset deleted meanwhile is a 404, not a
+    response cut short."""
+    return _export_pieces(read_columns(meta, art, record["id"]), record, fmt, limit, offset)
+
+
+def _export_pieces(cols: list[Column], record: dict, fmt: str, limit: int | None, offset: int) -> Iterator[bytes]:
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    cols = load_columns(art, record["id"])
     stop = record["n_rows"] if limit is None else min(offset + limit, record["n_rows"])
     start = min(offset, stop)
     text = fmt == "csv"
@@ -291,8 +310,8 @@ def export_stream(art: ArtifactStore, record: dict, fmt: str, limit: int | None,
     yield sink.take()
 
 
-def rows_page(art: ArtifactStore, record: dict, limit: int, offset: int) -> dict:
-    cols = load_columns(art, record["id"])
+def rows_page(meta: MetadataStore, art: ArtifactStore, record: dict, limit: int, offset: int) -> dict:
+    cols = read_columns(meta, art, record["id"])
     sl = slice(offset, min(offset + limit, record["n_rows"]))
     per_col = [c.python_values(sl) for c in cols]
     rows = [list(r) for r in zip(*per_col, strict=True)] if per_col and per_col[0] else []

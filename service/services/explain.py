@@ -57,7 +57,7 @@ def _dataset_matrix(r, bundle, dataset_id: str, loc: list, *, n: int | None = No
                     need_target: bool = False):
     """(model-space matrix of up to ``n`` sampled rows, the columns used, target column or None)."""
     ds.get_record(r.meta, dataset_id)
-    cols = ds.load_columns(r.art, dataset_id, mmap=False)
+    cols = ds.read_columns(r.meta, r.art, dataset_id, mmap=False)
     by_name = {c.name: c for c in cols}
     missing = [f["name"] for f in bundle.features if f["name"] not in by_name]
     if missing:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import Conflict, NotFound, ProblemError
+from ..errors import ArtifactIntegrityError, Conflict, NotFound
 from ..storage.artifacts import ArtifactError, ArtifactStore
 from ..storage.metadata import MetadataStore
 
@@ -40,11 +40,6 @@ async def run_sized(nbytes: int, fn, *args):
     if nbytes <= INLINE_BODY_BYTES:
         return fn(*args)
     return await run_in_threadpool(fn, *args)
-
-
-class ArtifactIntegrityError(ProblemError):
-    status, title = 500, "Artifact Integrity Error"
-    type_ = "urn:orchard:problem:artifact-integrity"
 
 
 def measured_nbytes(obj, limit: int = 2_000_000) -> int:

@@ -25,7 +25,7 @@ def evaluate_request(r, bundle, body) -> dict:
         cols = parse_json_table(body.data.columns, body.data.rows, body.data.types, loc=("body", "data"))
     else:
         ds.get_record(r.meta, body.dataset_id)
-        cols = ds.load_columns(r.art, body.dataset_id, mmap=False)
+        cols = ds.read_columns(r.meta, r.art, body.dataset_id, mmap=False)
     by_name = {c.name: c for c in cols}
     if bundle.task == rl.TASK:
         if body.target is not None:

@@ -89,7 +89,13 @@ class S3ArtifactStore(ArtifactStore):
         staging.mkdir(parents=True)
         try:
             for key in keys:
-                self.client.download_file(self.bucket, key, str(staging / key[len(prefix):]), Config=self.transfer)
+                try:
+                    self.client.download_file(self.bucket, key, str(staging / key[len(prefix):]),
+                                              Config=self.transfer)
+                except Exception as exc:  # noqa: BLE001 - botocore's ClientError and its 404s
+                    if self._missing(exc):  # deleted since it was listed
+                        raise ArtifactError(f"dataset {dataset_id} is missing object {key}") from None
+                    raise
             final = self.dataset_dir(dataset_id)
             try:
                 os.replace(staging, final)

@@ -227,3 +227,61 @@ def test_parser_follows_the_body_while_it_arrives(tmp_path):
     (tmp_path / "st2").mkdir()
     with pytest.raises(ingest._UploadAborted):
         ingest.ingest_csv(failed, tmp_path / "st2")
+
+
+@pytest.mark.parametrize("what", ["evaluate", "rows", "rows.csv", "partial-dependence", "explain background"])
+def test_a_dataset_deleted_while_a_request_reads_it_is_a_404_never_a_500(client, what):
+    """The request has found the dataset's record and is about to read its files when the dataset is deleted
+    (record, then files): it answers 404 problem+json (the dataset is gone), never a 500."""
+    import threading
+
+    from tests.service.conftest import train
+
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    mid, job = train(client, algorithm="logistic_regression", dataset_id=ds, target="species")
+    assert job["status"] == "succeeded"
+    victim = upload_csv(client, iris_csv()).json()["id"]
+    requests = {
+        "evaluate": ("POST", f"/v1/models/{mid}/evaluate", {"dataset_id": victim}),
+        "rows": ("GET", f"/v1/datasets/{victim}/rows?limit=5", None),
+        "rows.csv": ("GET", f"/v1/datasets/{victim}/rows?format=csv", None),
+        "partial-dependence": ("POST", f"/v1/models/{mid}/partial-dependence",
+                               {"dataset_id": victim, "features": ["petal_length"]}),
+        "explain background": ("POST", f"/v1/models/{mid}/explain", {
+            "instances": [{"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}],
+            "method": "kernel", "background": {"dataset_id": victim, "n": 10}}),
+    }
+    method, url, body = requests[what]
+    art = client.app.state.runtime.art
+    original = art.read_dataset_schema
+    entered, go = threading.Event(), threading.Event()
+
+    def paused(dataset_id):
+        if dataset_id == victim:
+            entered.set()
+            assert go.wait(10)
+        return original(dataset_id)
+
+    art.read_dataset_schema = paused
+    out = []
+    request = threading.Thread(target=lambda: out.append(client.request(method, url, json=body)))
+    try:
+        request.start()
+        assert entered.wait(10), "the request never read the dataset"
+        assert client.delete(f"/v1/datasets/{victim}").status_code == 204
+        go.set()
+        request.join(10)
+    finally:
+        go.set()
+        art.read_dataset_schema = original
+    (r,) = out
+    assert_problem(r, 404, victim)
+
+
+def test_a_dataset_whose_files_are_lost_under_its_record_is_an_artifact_integrity_problem(client):
+    import shutil
+
+    ds = upload_csv(client, iris_csv()).json()["id"]
+    shutil.rmtree(client.app.state.runtime.art.dataset_dir(ds))
+    body = assert_problem(client.get(f"/v1/datasets/{ds}/rows"), 500, ds)
+    assert body["type"] == "urn:orchard:problem:artifact-integrity"

@@ -111,3 +111,40 @@ def test_the_janitor_collects_orphans_in_the_bucket(tmp_path, s3):
     keys = _keys(client, bucket)
     assert f"prod/models/{mid}.joblib" in keys and f"prod/datasets/{ds}/schema.json" in keys
     assert not [k for k in keys if "orphan" in k]
+
+
+def test_a_dataset_deleted_by_another_replica_while_this_one_downloads_it_is_a_404(tmp_path, s3):
+    """b has listed the dataset's objects and is downloading them when a deletes the dataset: b's download
+    finds the objects gone and answers 404 problem+json, never 500."""
+    import threading
+
+    _, bucket = s3
+    common = dict(database_url=f"sqlite:///{tmp_path / 'meta.db'}", artifacts_url=f"s3://{bucket}/prod",
+                  secret_key="shared", workers=0)
+    with TestClient(create_app(Settings(data_dir=tmp_path / "a", **common))) as a, \
+            TestClient(create_app(Settings(data_dir=tmp_path / "b", **common))) as b:
+        ds = upload_csv(a, iris_csv()).json()["id"]
+        s3b = b.app.state.runtime.art.client
+        original = s3b.download_file
+        entered, go = threading.Event(), threading.Event()
+
+        def paused(bucket_, key, *args, **kw):
+            entered.set()
+            assert go.wait(10)
+            return original(bucket_, key, *args, **kw)
+
+        s3b.download_file = paused
+        out = []
+        request = threading.Thread(target=lambda: out.append(b.get(f"/v1/datasets/{ds}/rows?limit=3")))
+        try:
+            request.start()
+            assert entered.wait(10), "b never downloaded the dataset"
+            assert a.delete(f"/v1/datasets/{ds}").status_code == 204
+            go.set()
+            request.join(20)
+        finally:
+            go.set()
+            s3b.download_file = original
+        (r,) = out
+        assert_problem(r, 404, ds)
+        assert not (tmp_path / "b" / "datasets" / ds).exists()
