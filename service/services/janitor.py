@@ -4,6 +4,10 @@
   rename and the metadata insert, or a model deleted while its job was saving), and temp files of an
   interrupted ``atomic_write`` in ``models/``;
 * the temporary directories of ended processes (``ArtifactStore.sweep_tmp``);
+* with artifacts on S3, this process's local copies of datasets whose row is gone (deleted, maybe through
+  another replica; the bucket's objects go with the delete, the copies in other data directories stay): a copy
+  is removed once not read for ``grace_s`` seconds (a read moves its directory's mtime, at most once a minute),
+  so the data directory (an emptyDir with a size limit on Kubernetes) does not fill up;
 * metadata rows whose artifact is missing are reported (logged at warning), never changed.
 
 Only what has not changed for ``grace_s`` seconds is collected, so an artifact whose save is in flight (written,
@@ -27,13 +31,14 @@ BUNDLE_SUFFIX = ".joblib"
 
 
 def collect(meta: MetadataStore, art: ArtifactStore, grace_s: float, now: float | None = None) -> dict:
-    """One pass. Returns what it did: ``{"tmp": [...], "datasets": [...], "models": [...],
+    """One pass. Returns what it did: ``{"tmp": [...], "datasets": [...], "local_copies": [...], "models": [...],
     "missing_datasets": [...], "missing_models": [...]}`` (ids or file names)."""
     now = time.time() if now is None else now
     report: dict[str, list[str]] = {"tmp": art.sweep_tmp(grace_s, now=now)}
     # the files first, then the rows: a row inserted between the two reads is seen, so its artifact is kept
     ds_files = art.list_dataset_artifacts()
     model_files = art.list_model_artifacts()
+    local_copies = art.list_local_dataset_copies()
     ds_rows = meta.dataset_ids()
     model_rows = meta.model_statuses()
     report["datasets"] = []
@@ -41,6 +46,11 @@ def collect(meta: MetadataStore, art: ArtifactStore, grace_s: float, now: float 
         if ds_id not in ds_rows and now - mtime >= grace_s:
             art.delete_dataset(ds_id)
             report["datasets"].append(ds_id)
+    report["local_copies"] = []
+    for ds_id, used in sorted(local_copies.items()):
+        if ds_id not in ds_rows and now - used >= grace_s:  # its dataset deleted (maybe by another replica)
+            art.remove_local_dataset_copy(ds_id)
+            report["local_copies"].append(ds_id)
     report["models"] = []
     for name, mtime in sorted(model_files.items()):
         model_id = name[: -len(BUNDLE_SUFFIX)] if name.endswith(BUNDLE_SUFFIX) else None
@@ -54,10 +64,11 @@ def collect(meta: MetadataStore, art: ArtifactStore, grace_s: float, now: float 
     report["missing_datasets"] = sorted(i for i in ds_rows if i not in ds_files)
     report["missing_models"] = sorted(i for i, status in model_rows.items()
                                       if status == "ready" and f"{i}{BUNDLE_SUFFIX}" not in model_files)
-    for kind in ("tmp", "datasets", "models"):
+    for kind in ("tmp", "datasets", "models", "local_copies"):
         if report[kind]:
-            log.info("janitor removed %d orphan %s: %s", len(report[kind]),
-                     "temporary directories" if kind == "tmp" else kind, ", ".join(report[kind][:20]))
+            what = {"tmp": "orphan temporary directories", "local_copies": "local copies of deleted datasets"}
+            log.info("janitor removed %d %s: %s", len(report[kind]), what.get(kind, f"orphan {kind}"),
+                     ", ".join(report[kind][:20]))
     for kind in ("missing_datasets", "missing_models"):
         if report[kind]:
             log.warning("janitor: %d %s rows have no artifact (files lost or removed by hand): %s",

@@ -384,6 +384,14 @@ class ArtifactStore:
                 pass
         return out
 
+    def list_local_dataset_copies(self) -> dict[str, float]:
+        """Local copies of datasets stored elsewhere: dataset id -> when the copy was last written or read. None
+        here, where a dataset's directory is the dataset itself (``list_dataset_artifacts``)."""
+        return {}
+
+    def remove_local_dataset_copy(self, dataset_id: str) -> None:
+        """Remove this process's local copy of a dataset stored elsewhere (nothing here)."""
+
     def list_model_artifacts(self) -> dict[str, float]:
         """File name -> modification time, for every file under models/ (bundles and leftover temp files)."""
         out = {}

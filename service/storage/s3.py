@@ -8,7 +8,8 @@ directory for temporary files and a local copy of the datasets it has read. Obje
 * ``<prefix>/datasets/<id>/<column>.npy`` and ``schema.json`` last: the dataset's metadata row is inserted only
   after ``publish_dataset`` returns, so no reader looks for a dataset whose objects are still being uploaded.
   A dataset is immutable: a process downloads it once into its data directory (into a staging directory,
-  renamed into place) and memory-maps it from there.
+  renamed into place) and memory-maps it from there. The janitor removes a local copy once its dataset's row
+  is gone (deleted, maybe through another replica) and the copy has not been read for its grace period.
 
 Endpoint, credentials and region come from the usual AWS variables (``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``...), read by boto3 itself.
@@ -19,12 +20,16 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from .artifacts import ArtifactError, ArtifactStore, fsync_dir
+
+# a local dataset copy's directory mtime is moved to the time of a read at most this often (seconds)
+LOCAL_COPY_TOUCH_S = 60.0
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -78,7 +83,13 @@ class S3ArtifactStore(ArtifactStore):
         return size
 
     def _ensure_local(self, dataset_id: str) -> None:
-        if (self.dataset_dir(dataset_id) / "schema.json").exists():
+        local = self.dataset_dir(dataset_id)
+        if (local / "schema.json").exists():
+            try:  # a copy in use stays recent for the janitor (list_local_dataset_copies): one write a minute
+                if time.time() - local.stat().st_mtime >= LOCAL_COPY_TOUCH_S:
+                    os.utime(local)
+            except OSError:  # removed meanwhile: the read that follows says so
+                pass
             return
         prefix = self._key("datasets", dataset_id) + "/"
         keys = [o["Key"] for page in self.client.get_paginator("list_objects_v2").paginate(
@@ -122,7 +133,7 @@ class S3ArtifactStore(ArtifactStore):
                 self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objs, "Quiet": True})
         super().delete_dataset(dataset_id)
 
-    # -- the janitor's view: the bucket's objects, not the local copies ----------------------------------
+    # -- the janitor's view: the bucket's objects, and the local copies apart ----------------------------
     def _objects(self, *parts: str):
         prefix = self._key(*parts) + "/"
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
@@ -138,6 +149,15 @@ class S3ArtifactStore(ArtifactStore):
 
     def list_model_artifacts(self) -> dict[str, float]:
         return {name: mtime for name, mtime in self._objects("models") if "/" not in name}
+
+    def list_local_dataset_copies(self) -> dict[str, float]:
+        """This process's read-through copies (``datasets/<id>`` under its data directory): dataset id -> the
+        newest of its files' and its directory's mtimes (the directory's is moved on reads, so a copy in use
+        stays recent). A copy is complete once there: downloads are staged in the temporary directory."""
+        return super().list_dataset_artifacts()
+
+    def remove_local_dataset_copy(self, dataset_id: str) -> None:
+        super().delete_dataset(dataset_id)
 
     def remove_model_file(self, name: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key("models", name))

@@ -204,3 +204,72 @@ def test_objects_above_the_multipart_threshold_round_trip_in_parts(tmp_path, s3)
     del blob
     with pytest.raises(ArtifactError, match="signature verification"):
         b.load_bundle("mdl_big")
+
+
+def test_the_janitor_removes_local_copies_of_datasets_deleted_through_another_replica(tmp_path, s3):
+    """b's read-through copy of a dataset that a deletes: the bucket's objects go with the delete, b's copy is
+    removed by b's janitor once not read for the grace period. A copy read recently, a copy whose dataset
+    exists and the copy of a dataset being uploaded through b (no row yet) are kept."""
+    import os
+    import threading
+
+    from service.services.janitor import collect
+
+    _, bucket = s3
+    common = dict(database_url=f"sqlite:///{tmp_path / 'meta.db'}", artifacts_url=f"s3://{bucket}/prod",
+                  secret_key="shared", workers=0)
+    with TestClient(create_app(Settings(data_dir=tmp_path / "a", **common))) as a, \
+            TestClient(create_app(Settings(data_dir=tmp_path / "b", **common))) as b:
+        gone, kept = (upload_csv(a, iris_csv()).json()["id"] for _ in range(2))
+        copies = tmp_path / "b" / "datasets"
+        for ds in (gone, kept):
+            assert b.get(f"/v1/datasets/{ds}/rows?limit=2").status_code == 200  # b's copy, downloaded
+            assert (copies / ds / "schema.json").exists()
+        hour_ago = time.time() - 3600
+
+        def age(ds):
+            for p in (copies / ds, *(copies / ds).iterdir()):
+                os.utime(p, (hour_ago, hour_ago))
+
+        # a copy read after an hour untouched becomes recent again (its directory's mtime moves on the read)
+        age(gone)
+        assert b.get(f"/v1/datasets/{gone}/rows?limit=2").status_code == 200
+        assert time.time() - (copies / gone).stat().st_mtime < 60
+        assert a.delete(f"/v1/datasets/{gone}").status_code == 204  # through a: b's copy stays behind
+        assert (copies / gone / "schema.json").exists()
+        rt = b.app.state.runtime
+        age(kept)  # not read for an hour, but its dataset exists
+        report = collect(rt.meta, rt.art, grace_s=600)
+        assert report["local_copies"] == [] and (copies / gone).exists()  # read a moment ago: kept
+        # an upload through b in flight: its copy is under datasets/ (renamed there, being uploaded), no row yet
+        original = rt.art.client.upload_file
+        entered, go = threading.Event(), threading.Event()
+
+        def paused(*args, **kw):
+            entered.set()
+            assert go.wait(10)
+            return original(*args, **kw)
+
+        rt.art.client.upload_file = paused
+        out = []
+        upload = threading.Thread(target=lambda: out.append(upload_csv(b, iris_csv())))
+        try:
+            upload.start()
+            assert entered.wait(10)
+            (new,) = set(os.listdir(copies)) - {gone, kept}
+            report = collect(rt.meta, rt.art, grace_s=600)
+            assert new in os.listdir(copies) and new not in report["local_copies"]  # written a moment ago
+            go.set()
+            upload.join(10)
+        finally:
+            go.set()
+            rt.art.client.upload_file = original
+        assert out[0].status_code == 201 and out[0].json()["id"] == new
+        report = collect(rt.meta, rt.art, grace_s=600, now=time.time() + 3600)
+        assert report["local_copies"] == [gone] and not (copies / gone).exists()
+        assert (copies / kept / "schema.json").exists() and (copies / new / "schema.json").exists()
+        assert report["datasets"] == []  # every dataset left has its row
+        assert b.get(f"/v1/datasets/{kept}/rows?limit=2").status_code == 200
+        assert_problem(b.get(f"/v1/datasets/{gone}/rows"), 404)
+        # a's janitor has nothing of gone left to remove: a's copy went with the delete
+        assert collect(a.app.state.runtime.meta, a.app.state.runtime.art, grace_s=0)["local_copies"] == []
