@@ -358,3 +358,45 @@ def test_large_v1_bodies_in_pieces_answer_as_when_decoded_whole(client, model):
     finally:
         too_many.max_rows = saved
     assert_problem(r, 422, "at most 100 rows")
+
+
+def test_a_single_row_predict_makes_no_thread_hop_and_a_large_body_does(client, model, monkeypatch):
+    """A body up to INLINE_BODY_BYTES is decoded and predicted on the event loop (a thread hop would double a
+    single row's cost); a larger one on a worker thread. Counted at the front door's run_in_threadpool and at
+    anyio's to_thread.run_sync, under every thread hop Starlette makes."""
+    import anyio.to_thread
+
+    from service.api import fastpath
+    from service.services.inference import INLINE_BODY_BYTES
+
+    v1, v2 = f"/v1/models/{model}/predict", f"/v2/models/{model}/infer"
+    one_v1 = {"rows": [[5.1, 3.5, 1.4, 0.2]]}
+    one_v2 = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": [5.1, 3.5, 1.4, 0.2]}]}
+    assert client.post(v1, json=one_v1).status_code == 200  # the model loaded (a cold load hops, by design)
+    front, hops = [], []
+    real_front, real_hop = fastpath.run_in_threadpool, anyio.to_thread.run_sync
+
+    async def counted_front(func, *args, **kw):
+        front.append(func.__name__)
+        return await real_front(func, *args, **kw)
+
+    async def counted_hop(func, *args, **kw):
+        hops.append(func)
+        return await real_hop(func, *args, **kw)
+
+    monkeypatch.setattr(fastpath, "run_in_threadpool", counted_front)
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted_hop)
+    for url, body in ((v1, one_v1), (v2, one_v2)):
+        r = client.post(url, json=body)
+        assert r.status_code == 200, r.text
+        assert front == [] and hops == [], (url, front, hops)
+    X = np.random.default_rng(0).normal(4, 2, size=(3000, 4))
+    big_v1 = orjson.dumps({"rows": X.tolist()})
+    big_v2 = orjson.dumps({"inputs": [{"name": "input-0", "shape": [3000, 4], "datatype": "FP64",
+                                       "data": X.ravel().tolist()}]})
+    for url, body, fn in ((v1, big_v1, "_predict_joined"), (v2, big_v2, "_infer_joined")):
+        assert len(body) > INLINE_BODY_BYTES
+        front.clear(), hops.clear()
+        r = client.post(url, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert front == [fn] and len(hops) == 1, (url, front, hops)
