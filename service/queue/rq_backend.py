@@ -46,7 +46,21 @@ def run_job(job_id: str) -> str:
     meta, art = _stores(settings)
     meta.engine.dispose(close=False)  # a fresh fork: never reuse the parent's pooled connections
     _set_fanout(settings)
+    _sweep_local_copies(meta, art, settings)
     return execute_job(meta, art, job_id, settings, passthrough=(JobTimeoutException,))
+
+
+def _sweep_local_copies(meta: MetadataStore, art, settings: Settings) -> None:
+    """A worker runs no janitor: before each job, its local copies of datasets deleted since (artifacts on S3)
+    go once not read for ``ORCHARD_JANITOR_GRACE_S``, so its data directory does not fill up with them."""
+    if art.local:
+        return
+    from ..services.janitor import collect_local_copies
+
+    try:
+        collect_local_copies(meta, art, settings.janitor_grace_s)
+    except Exception:  # noqa: BLE001 - never a reason to fail the job; the next job tries again
+        log.exception("could not remove local copies of deleted datasets")
 
 
 def on_rq_failure(job, connection, exc_type, exc_value, tb) -> None:

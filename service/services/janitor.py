@@ -7,7 +7,8 @@
 * with artifacts on S3, this process's local copies of datasets whose row is gone (deleted, maybe through
   another replica; the bucket's objects go with the delete, the copies in other data directories stay): a copy
   is removed once not read for ``grace_s`` seconds (a read moves its directory's mtime, at most once a minute),
-  so the data directory (an emptyDir with a size limit on Kubernetes) does not fill up;
+  so the data directory (an emptyDir with a size limit on Kubernetes) does not fill up. An RQ worker runs no
+  janitor: it runs this step alone (``collect_local_copies``) before each job;
 * metadata rows whose artifact is missing are reported (logged at warning), never changed.
 
 Only what has not changed for ``grace_s`` seconds is collected, so an artifact whose save is in flight (written,
@@ -46,11 +47,7 @@ def collect(meta: MetadataStore, art: ArtifactStore, grace_s: float, now: float 
         if ds_id not in ds_rows and now - mtime >= grace_s:
             art.delete_dataset(ds_id)
             report["datasets"].append(ds_id)
-    report["local_copies"] = []
-    for ds_id, used in sorted(local_copies.items()):
-        if ds_id not in ds_rows and now - used >= grace_s:  # its dataset deleted (maybe by another replica)
-            art.remove_local_dataset_copy(ds_id)
-            report["local_copies"].append(ds_id)
+    report["local_copies"] = _remove_local_copies(art, local_copies, ds_rows, grace_s, now)
     report["models"] = []
     for name, mtime in sorted(model_files.items()):
         model_id = name[: -len(BUNDLE_SUFFIX)] if name.endswith(BUNDLE_SUFFIX) else None
@@ -74,6 +71,30 @@ def collect(meta: MetadataStore, art: ArtifactStore, grace_s: float, now: float 
             log.warning("janitor: %d %s rows have no artifact (files lost or removed by hand): %s",
                         len(report[kind]), kind.split("_")[1][:-1], ", ".join(report[kind][:20]))
     return report
+
+
+def _remove_local_copies(art: ArtifactStore, copies: dict[str, float], ds_rows, grace_s: float,
+                         now: float) -> list[str]:
+    removed = []
+    for ds_id, used in sorted(copies.items()):
+        if ds_id not in ds_rows and now - used >= grace_s:  # its dataset deleted (maybe through another replica)
+            art.remove_local_dataset_copy(ds_id)
+            removed.append(ds_id)
+    return removed
+
+
+def collect_local_copies(meta: MetadataStore, art: ArtifactStore, grace_s: float,
+                         now: float | None = None) -> list[str]:
+    """The local-copies step of ``collect`` alone, for a process that runs no janitor (an RQ worker, before each
+    job). Returns the dataset ids whose copies it removed."""
+    now = time.time() if now is None else now
+    copies = art.list_local_dataset_copies()  # the copies first, then the rows (as in collect)
+    if not copies:
+        return []
+    removed = _remove_local_copies(art, copies, meta.dataset_ids(), grace_s, now)
+    if removed:
+        log.info("removed %d local copies of deleted datasets: %s", len(removed), ", ".join(removed[:20]))
+    return removed
 
 
 class Janitor:

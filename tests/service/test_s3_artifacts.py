@@ -273,3 +273,41 @@ def test_the_janitor_removes_local_copies_of_datasets_deleted_through_another_re
         assert_problem(b.get(f"/v1/datasets/{gone}/rows"), 404)
         # a's janitor has nothing of gone left to remove: a's copy went with the delete
         assert collect(a.app.state.runtime.meta, a.app.state.runtime.art, grace_s=0)["local_copies"] == []
+
+
+def test_an_rq_worker_removes_its_local_copies_of_deleted_datasets_before_a_job(tmp_path, s3, monkeypatch):
+    """A worker runs no janitor: before each job (in the work-horse) its copies of datasets whose row is gone go,
+    once not read for the grace period; the copies of live datasets stay."""
+    import os
+
+    from service.queue import rq_backend
+    from service.services import jobs, resources
+    from service.storage.stores import open_stores
+
+    _, bucket = s3
+    common = dict(database_url=f"sqlite:///{tmp_path / 'meta.db'}", artifacts_url=f"s3://{bucket}/prod",
+                  secret_key="shared", janitor_grace_s=600)
+    for k, v in {**common, "data_dir": tmp_path / "w", "workers": 0}.items():
+        monkeypatch.setenv(f"ORCHARD_{k.upper()}", str(v))
+    with TestClient(create_app(Settings(data_dir=tmp_path / "a", workers=0, **common))) as a:
+        gone, kept = (upload_csv(a, iris_csv()).json()["id"] for _ in range(2))
+        meta, art = open_stores(Settings())
+        for ds in (gone, kept):
+            art.read_dataset_schema(ds)  # the worker's copy, as a job's read makes it
+        meta.dispose()
+        assert a.delete(f"/v1/datasets/{gone}").status_code == 204
+    copies = tmp_path / "w" / "datasets"
+    monkeypatch.setattr(rq_backend, "_STORES", {})
+    monkeypatch.setattr(rq_backend, "_set_fanout", lambda settings: None)
+    monkeypatch.setattr(resources, "apply_worker_memory_limit", lambda n: None)
+    monkeypatch.setattr(jobs, "execute_job", lambda *args, **kw: "ran")
+    assert rq_backend.run_job("job_1") == "ran"
+    assert (copies / gone).exists() and (copies / kept).exists()  # read a moment ago: kept
+    hour_ago = time.time() - 3600
+    for ds in (gone, kept):
+        for p in (copies / ds, *(copies / ds).iterdir()):
+            os.utime(p, (hour_ago, hour_ago))
+    assert rq_backend.run_job("job_2") == "ran"
+    assert not (copies / gone).exists() and (copies / kept / "schema.json").exists()
+    for m, _ in rq_backend._STORES.values():
+        m.dispose()
