@@ -180,12 +180,23 @@ class TreeGrower:
             imp = impurity(st, self.criterion)
         if self.W_root is None:  # the root level: node t is the root of tree t
             self.W_root = Wn.copy()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if self.regression:
-                val = np.where(Wn > 0, st[:, 1] / Wn, 0.0)[:, None] + self.offset.take(r.node_tree)[:, None]
-            else:
-                val = np.where(Wn[:, None] > 0, st / Wn[:, None], 1.0 / S)
-        return st, cnt, Wn, imp, val
+        return st, cnt, Wn, imp, self._node_values(st, Wn)
+
+    def _node_values(self, st, Wn) -> np.ndarray:
+        """(nodes, 1) mean targets (regression: the centred mean plus the tree's offset; 0 plus the offset
+        for a node of no weight) or (nodes, classes) class distributions (uniform for no weight)."""
+        r = self.rows
+        if not self.regression:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(Wn[:, None] > 0, st / Wn[:, None], 1.0 / self.S)
+        if r.r_w is None and r.r_f is None:  # unit weights: every node holds a row, Wn >= 1
+            mean = st[:, 1] / Wn
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mean = np.where(Wn > 0, st[:, 1] / Wn, 0.0)
+        # one tree: its offset added to every node (the same sums as with the per-node offsets)
+        mean += self.offset[0] if self.n_trees == 1 else self.offset.take(r.node_tree)
+        return mean[:, None]
 
     def _mae_node_values(self, n_level: int, Wn, val) -> np.ndarray:
         """absolute_error: weighted medians (values, in place) and mean absolute deviations."""
@@ -209,6 +220,8 @@ class TreeGrower:
         return ok
 
     def _keep_decreasing(self, splits: Splits, Wn) -> Splits:
+        if self.min_impurity_decrease <= 0 and (splits.size == 0 or splits.gain.min() >= 0.0):  # W_t / W_root * gain >= 0 >= -eps
+            return splits
         W_root = self.W_root.take(self.rows.node_tree.take(splits.node))
         ok = splits.gain * Wn.take(splits.node) / W_root >= self.min_impurity_decrease - _EPS
         return splits if ok.all() else splits.take(ok)
@@ -248,7 +261,11 @@ class TreeGrower:
         ptr = np.zeros(n_level + 1, dtype=np.intp)
         np.add.accumulate(nch, out=ptr[1:])
         ch, fr = ids, splits.fracs
-        if not self.has_cat or (row_kind == NUMERIC).all():
+        if not self.has_cat:  # the children are numbered next_id + their slot in ch (consecutive)
+            child = ptr.take(r_node)
+            child += c > code_thr.take(r_node)
+            child += next_id
+        elif (row_kind == NUMERIC).all():
             pos = ptr.take(r_node)
             pos += c > code_thr.take(r_node)
             child = ch.take(pos)

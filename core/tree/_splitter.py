@@ -51,6 +51,10 @@ def _unique_inverse(flat: np.ndarray, minor=None, major=None):
     return ks[bd], inv
 
 
+_ONE_BLOCK = np.zeros(1, dtype=np.intp)  # block_nodes of a chunk that is one block
+_ONE_BLOCK.flags.writeable = False
+
+
 def _node_rows(nodes: np.ndarray, rows, n_level: int):
     """``(s, local, fr, wt, yv)``: the level's rows of ``nodes`` (ascending local ids) in row order: their samples,
     chunk-local node (the rank of their node in ``nodes``), fractions, weights and centred targets (None: not
@@ -141,12 +145,14 @@ class Splitter(FusedSplits):
         # other trees grown with it.  Chunks: consecutive blocks processed together, greedy likewise
         # (one tree alone: every chunk is one block).
         row_budget = max(1, _PAIR_BUDGET // self.mf)
+        if len(rows.r_s) <= row_budget and (rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]):
+            return self._chunk(cand, feats_all, rows, _ONE_BLOCK)  # one tree, all its rows in one block
         lens = rows.starts.take(cand + 1)
         lens -= rows.starts.take(cand)
         cum = np.add.accumulate(lens)
         if rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]:  # one tree
             if int(cum[-1]) <= row_budget:  # one block, one chunk (what the loops below give)
-                return self._chunk(cand, feats_all, rows, np.zeros(1, dtype=np.intp))
+                return self._chunk(cand, feats_all, rows, _ONE_BLOCK)
             tcut = [0, cand.size]
         else:
             tcut = [0, *(_run_starts(rows.node_tree[cand])[1:].tolist()), cand.size]
