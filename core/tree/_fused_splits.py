@@ -51,9 +51,14 @@ class FusedSplits:
         WL = LR[0, :nU]
         Wk_seg = LR[0, 2 * nU :]
         Wk = Wk_seg.take(seg_id)
-        kc = 0 if unit else 3  # the count channel
-        count_ok = LR[kc, :nU] >= msl
-        count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
+        if unit and msl <= 1:
+            # every entry holds a row, so the left count is >= 1, and so is the right one but at a segment's
+            # last entry (which _fused_gain rules out)
+            count_ok = np.ones(nU, dtype=bool)
+        else:
+            kc = 0 if unit else 3  # the count channel
+            count_ok = LR[kc, :nU] >= msl
+            count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
         enode_seg = seg.take(seg_start)
         enode_seg //= mf
         with np.errstate(divide="ignore", invalid="ignore"):
