@@ -29,6 +29,7 @@ from ._tree import CATEGORICAL, LEAF, NUMERIC, Tree, ranges
 __all__ = ["TreeGrower", "grow_tree"]
 
 _EPS = 1e-12
+assert LEAF == 0  # _route_rows reads node kinds as booleans (a leaf is False)
 
 
 class _LevelRows:
@@ -220,8 +221,8 @@ class TreeGrower:
         return ok
 
     def _keep_decreasing(self, splits: Splits, Wn) -> Splits:
-        if self.min_impurity_decrease <= 0 and (splits.size == 0 or splits.gain.min() >= 0.0):  # W_t / W_root * gain >= 0 >= -eps
-            return splits
+        if self.min_impurity_decrease <= 0 and (splits.size == 0 or splits.gain.min() >= 0.0):
+            return splits  # W_t / W_root * gain >= 0 >= min_impurity_decrease - eps
         W_root = self.W_root.take(self.rows.node_tree.take(splits.node))
         ok = splits.gain * Wn.take(splits.node) / W_root >= self.min_impurity_decrease - _EPS
         return splits if ok.all() else splits.take(ok)
@@ -243,7 +244,7 @@ class TreeGrower:
         r_s, r_f, r_w, r_y, r_node = r.r_s, r.r_f, r.r_w, r.r_y, r.r_node
         mcode = self.binned.missing_code
         row_kind = kind.take(r_node)
-        if not row_kind.all():  # rows of leaves (LEAF is 0) stay behind
+        if not row_kind.all():  # rows of leaves (kind LEAF, 0: False) stay behind
             sel = row_kind.nonzero()[0]
             r_s, r_node = r_s.take(sel), r_node.take(sel)
             r_f = None if r_f is None else r_f.take(sel)

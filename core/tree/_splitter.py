@@ -57,22 +57,28 @@ _ONE_BLOCK = np.zeros(1, dtype=np.intp)  # block_nodes of a chunk that is one bl
 _ONE_BLOCK.flags.writeable = False
 
 
-def _node_rows(nodes: np.ndarray, rows, n_level: int):
+def _node_rows(nodes: np.ndarray, rows, n_level: int, one_chunk: bool):
     """``(s, local, fr, wt, yv)``: the level's rows of ``nodes`` (ascending local ids) in row order: their samples,
     chunk-local node (the rank of their node in ``nodes``), fractions, weights and centred targets (None: not
-    kept)."""
+    kept).  ``one_chunk``: the level's rows fit one chunk (``nodes`` are then all its candidates)."""
     r_s, r_f, r_w, r_y = rows.r_s, rows.r_f, rows.r_w, rows.r_y
     if nodes.size == n_level:  # every node of the level (nodes is then 0 .. n_level - 1)
         return r_s, rows.r_node, r_f, r_w, r_y
-    rank = np.full(n_level, -1, dtype=np.intp)
-    rank[nodes] = np.arange(nodes.size)
-    local = rank.take(rows.r_node)
-    sel = (local >= 0).nonzero()[0]
+    if one_chunk:  # a mask over the level's rows (fewer calls; the chunks of a large level take the offsets)
+        rank = np.full(n_level, -1, dtype=np.intp)
+        rank[nodes] = np.arange(nodes.size)
+        local = rank.take(rows.r_node)
+        sel = (local >= 0).nonzero()[0]
+        local = local.take(sel)
+    else:  # the rows of the nodes only, from the node row offsets (a chunk of a large level)
+        lens = rows.starts[nodes + 1] - rows.starts[nodes]
+        sel = np.repeat(rows.starts[nodes], lens) + ranges(lens)
+        local = np.repeat(np.arange(nodes.size), lens)
 
     def pick(a):
         return None if a is None else a.take(sel)
 
-    return r_s.take(sel), local.take(sel), pick(r_f), pick(r_w), pick(r_y)
+    return r_s.take(sel), local, pick(r_f), pick(r_w), pick(r_y)
 
 
 def _run_starts(a: np.ndarray) -> np.ndarray:
@@ -199,7 +205,7 @@ class Splitter(FusedSplits):
         """Non-empty (node, feature, bin) cells of the chunk, in ascending (node, slot, bin) order: their
         (node * mf + slot) and bin, known counts and weighted totals ((cells, S); (S, cells) for the fused
         path)."""
-        starts, r_s, r_f, r_w = rows.starts, rows.r_s, rows.r_f, rows.r_w
+        starts = rows.starts
         codes, yc, mf, Bp1, S, regression = self.codes, self.yc, self.mf, self.Bp1, self.S, self.regression
         # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
         # (node, feature, bin) entry; they are the peak of a fit, so they are freed (or reused in place)
@@ -207,7 +213,7 @@ class Splitter(FusedSplits):
         # reordered operations compute exactly the same values as the expressions they replace.
         N = nodes.size
         # rows of these nodes (rows are sorted by node; nodes ascending, maybe non-contiguous), in order
-        s, local, fr, wt, yv = _node_rows(nodes, rows, starts.size - 1)
+        s, local, fr, wt, yv = _node_rows(nodes, rows, starts.size - 1, rows.r_s.size <= max(1, _PAIR_BUDGET // mf))
         # fr None: every fraction is 1 (counts = row counts); wt None: unit weights (sums of 1.0 = integer
         # counts); yv: centred targets (each tree its own offset), None for classification
         every = mf == codes.shape[1] and feats.strides[0] == 0  # choose_features' broadcast of every feature
