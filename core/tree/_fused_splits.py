@@ -84,30 +84,43 @@ class FusedSplits:
         mf, msl, criterion = self.mf, self.msl, self.criterion
         S = st.shape[1]
         nU = seg.size
+        # unit weights, no missing value: the class counts' sums are the row counts (exact integers), so the
+        # counts need no channel of their own, and W_known = W_node (F = 1.0: no product)
+        unit = rows.r_w is None and rows.r_f is None
         cs = np.empty((nU + 1, S))  # cumulative sums with a leading zero row
         cs[0] = 0.0
         cs[1:] = st
-        cc = np.empty(nU + 1)
-        cc[0] = 0.0
-        cc[1:] = cnt
+        if not unit:
+            cc = np.empty(nU + 1)
+            cc[0] = 0.0
+            cc[1:] = cnt
         seg_start, seg_id, seg_end = _segments(seg)
         bent, bidx = _block_bases(seg, mf, block_nodes, seg_start)  # bidx: row of cs before the segment
         for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
             np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
-            np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
+            if not unit:
+                np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
         bidx = bidx.take(seg_id)
         left = cs[1:] - cs.take(bidx, axis=0)
-        cleft = cc[1:] - cc.take(bidx)
-        del cs, cc, bidx
-        cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
-        cright -= cleft
-        count_ok = cleft >= msl
-        count_ok &= cright >= msl
-        del cleft, cright
+        if not unit:
+            cleft = cc[1:] - cc.take(bidx)
+            del cc
+            cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
+            cright -= cleft
+            count_ok = cleft >= msl
+            count_ok &= cright >= msl
+            del cleft, cright
+        del cs, bidx
         tot = left.take(seg_end, axis=0).take(seg_id, axis=0)
         onesS = np.ones(S)
         WL = left @ onesS
         Wk = tot @ onesS
+        if unit:  # the left and right counts are WL and Wk - WL
+            if msl <= 1:  # every entry holds a row; a segment's last entry is ruled out by _fused_gain
+                count_ok = np.ones(nU, dtype=bool)
+            else:
+                count_ok = WL >= msl
+                count_ok &= (Wk - WL) >= msl
         impL = impurity(left, criterion)
         right = np.subtract(tot, left, out=left)
         del left
@@ -117,10 +130,13 @@ class FusedSplits:
         del tot
         enode_seg = seg.take(seg_start) // mf
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
-            F = np.where(Wnode > 0, Wk / Wnode, 0.0)
-            del Wnode
-            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
+            if unit:
+                F = None
+            else:
+                Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
+                F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+                del Wnode
+            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
             del F, impK, impL, impR
         valid = np.isfinite(gain)
         if not valid.any():
