@@ -121,7 +121,7 @@ class TreeGrower:
     def split_level(self, depth: int, n_level: int, next_id: int) -> int:
         """Split every node of the level; returns the number of nodes of the next level."""
         rows = self.rows
-        st, cnt, Wn, imp, val = self._node_totals(n_level)
+        cnt, Wn, imp, val = self._node_totals(n_level)
         rows.Wn = Wn
         if self.mae:
             imp = self._mae_node_values(n_level, Wn, val)
@@ -154,8 +154,8 @@ class TreeGrower:
 
     # ------------------------------------------------------------------ steps
     def _node_totals(self, n_level: int):
-        """Weighted totals (class counts, or w, wy, wy^2), row counts, weights, impurity and value of
-        every node of the level."""
+        """Row counts (known fractions' sums), weights, impurity and value of every node of the level, from
+        its weighted totals (class counts, or w, wy, wy^2)."""
         r = self.rows
         S, yc = self.S, self.yc
         rows_per_node = np.bincount(r.r_node, minlength=n_level)
@@ -164,16 +164,14 @@ class TreeGrower:
         # counts: the row counts, or the sums of the fractions (the same numbers as a bincount with weights 1)
         cnt = (rows_per_node if r.r_f is None else np.bincount(r.r_node, weights=r.r_f, minlength=n_level)
                ).astype(np.float64)
-        if self.regression:
+        if self.regression:  # totals (w, w y, w y^2), one array each
             rw = r.r_w
-            st = np.empty((n_level, 3))
             # unit weights: the counts and 1.0 * y = y (the same sums as with weights of 1.0)
-            st[:, 0] = cnt if rw is None and r.r_f is None else np.bincount(r.r_node, weights=rw, minlength=n_level)
-            st[:, 1] = np.bincount(r.r_node, weights=r.r_y if rw is None else rw * r.r_y, minlength=n_level)
-            st[:, 2] = np.bincount(r.r_node, weights=r.r_y**2 if rw is None else rw * r.r_y**2, minlength=n_level)
+            Wn = cnt if rw is None and r.r_f is None else np.bincount(r.r_node, weights=rw, minlength=n_level)
+            st = np.bincount(r.r_node, weights=r.r_y if rw is None else rw * r.r_y, minlength=n_level)
+            Wy2 = np.bincount(r.r_node, weights=r.r_y**2 if rw is None else rw * r.r_y**2, minlength=n_level)
             del rw
-            Wn = st[:, 0]
-            imp = squared_error_impurity(Wn, st[:, 1], st[:, 2])
+            imp = squared_error_impurity(Wn, st, Wy2)
         else:
             st = np.bincount(r.r_node * S + yc.take(r.r_s), weights=r.r_w, minlength=n_level * S)
             st = st.reshape(n_level, S).astype(np.float64, copy=False)
@@ -181,20 +179,21 @@ class TreeGrower:
             imp = impurity(st, self.criterion)
         if self.W_root is None:  # the root level: node t is the root of tree t
             self.W_root = Wn.copy()
-        return st, cnt, Wn, imp, self._node_values(st, Wn)
+        return cnt, Wn, imp, self._node_values(st, Wn)
 
     def _node_values(self, st, Wn) -> np.ndarray:
-        """(nodes, 1) mean targets (regression: the centred mean plus the tree's offset; 0 plus the offset
-        for a node of no weight) or (nodes, classes) class distributions (uniform for no weight)."""
+        """(nodes, 1) mean targets (regression, from the w y totals ``st``: the centred mean plus the tree's
+        offset; 0 plus the offset for a node of no weight) or (nodes, classes) class distributions (from the
+        class totals ``st``; uniform for no weight)."""
         r = self.rows
         if not self.regression:
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(Wn[:, None] > 0, st / Wn[:, None], 1.0 / self.S)
         if r.r_w is None and r.r_f is None:  # unit weights: every node holds a row, Wn >= 1
-            mean = st[:, 1] / Wn
+            mean = st / Wn
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
-                mean = np.where(Wn > 0, st[:, 1] / Wn, 0.0)
+                mean = np.where(Wn > 0, st / Wn, 0.0)
         # one tree: its offset added to every node (the same sums as with the per-node offsets)
         mean += self.offset[0] if self.n_trees == 1 else self.offset.take(r.node_tree)
         return mean[:, None]
