@@ -63,18 +63,16 @@ class FusedSplits:
         enode_seg //= mf
         with np.errstate(divide="ignore", invalid="ignore"):
             if unit:
-                # unit weights, no missing value: W_known and W_node are the same integer count, F = 1.0, and
-                # a product by 1.0 changes nothing; a count of at least min_samples_leaf (>= 1) a side makes
-                # both sides' weights positive
+                # unit weights, no missing value: W_known and W_node are the same integer count, F = 1.0, and a
+                # product by 1.0 changes nothing; every entry holds a row, so both sides of an allowed split
+                # have positive weights
                 F = None
             else:
                 Wnode = rows.Wn.take(nodes.take(enode_seg))
                 F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
             gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
-            del F, impK, impL, impR, imp
-        valid = np.isfinite(gain)
-        if not valid.any():
-            return None
+        del F, impK, impL, impR, imp
+        valid = np.isfinite(gain)  # (no valid entry: _simple_best finds no split)
         return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
 
     def _simple_class_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
@@ -138,9 +136,7 @@ class FusedSplits:
                 del Wnode
             gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
             del F, impK, impL, impR
-        valid = np.isfinite(gain)
-        if not valid.any():
-            return None
+        valid = np.isfinite(gain)  # (no valid entry: _simple_best finds no split)
         return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
 
     def _simple_best(self, nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk):
