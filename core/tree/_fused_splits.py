@@ -51,18 +51,28 @@ class FusedSplits:
         WL = LR[0, :nU]
         Wk_seg = LR[0, 2 * nU :]
         Wk = Wk_seg.take(seg_id)
-        kc = 0 if unit else 3  # the count channel
-        count_ok = LR[kc, :nU] >= msl
-        count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
-        enode_seg = seg.take(seg_start) // mf
+        if unit and msl <= 1:
+            # every entry holds a row, so the left count is >= 1, and so is the right one but at a segment's
+            # last entry (which _fused_gain rules out)
+            count_ok = np.ones(nU, dtype=bool)
+        else:
+            kc = 0 if unit else 3  # the count channel
+            count_ok = LR[kc, :nU] >= msl
+            count_ok &= LR[kc, nU : 2 * nU] >= msl  # the segment's count minus the left count
+        enode_seg = seg.take(seg_start)
+        enode_seg //= mf
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = rows.Wn[nodes.take(enode_seg)]
-            F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
-            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
-            del F, impK, impL, impR, imp
-        valid = np.isfinite(gain)
-        if not valid.any():
-            return None
+            if unit:
+                # unit weights, no missing value: W_known and W_node are the same integer count, F = 1.0, and a
+                # product by 1.0 changes nothing; every entry holds a row, so both sides of an allowed split
+                # have positive weights
+                F = None
+            else:
+                Wnode = rows.Wn.take(nodes.take(enode_seg))
+                F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
+            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
+        del F, impK, impL, impR, imp
+        valid = np.isfinite(gain)  # (no valid entry: _simple_best finds no split)
         return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
 
     def _simple_class_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
@@ -72,30 +82,43 @@ class FusedSplits:
         mf, msl, criterion = self.mf, self.msl, self.criterion
         S = st.shape[1]
         nU = seg.size
+        # unit weights, no missing value: the class counts' sums are the row counts (exact integers), so the
+        # counts need no channel of their own, and W_known = W_node (F = 1.0: no product)
+        unit = rows.r_w is None and rows.r_f is None
         cs = np.empty((nU + 1, S))  # cumulative sums with a leading zero row
         cs[0] = 0.0
         cs[1:] = st
-        cc = np.empty(nU + 1)
-        cc[0] = 0.0
-        cc[1:] = cnt
+        if not unit:
+            cc = np.empty(nU + 1)
+            cc[0] = 0.0
+            cc[1:] = cnt
         seg_start, seg_id, seg_end = _segments(seg)
         bent, bidx = _block_bases(seg, mf, block_nodes, seg_start)  # bidx: row of cs before the segment
         for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
             np.cumsum(cs[a + 1 : b + 1], axis=0, out=cs[a + 1 : b + 1])
-            np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
+            if not unit:
+                np.cumsum(cc[a + 1 : b + 1], out=cc[a + 1 : b + 1])
         bidx = bidx.take(seg_id)
         left = cs[1:] - cs.take(bidx, axis=0)
-        cleft = cc[1:] - cc.take(bidx)
-        del cs, cc, bidx
-        cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
-        cright -= cleft
-        count_ok = cleft >= msl
-        count_ok &= cright >= msl
-        del cleft, cright
+        if not unit:
+            cleft = cc[1:] - cc.take(bidx)
+            del cc
+            cright = cleft.take(seg_end).take(seg_id)  # the segment's count, minus cleft below
+            cright -= cleft
+            count_ok = cleft >= msl
+            count_ok &= cright >= msl
+            del cleft, cright
+        del cs, bidx
         tot = left.take(seg_end, axis=0).take(seg_id, axis=0)
         onesS = np.ones(S)
         WL = left @ onesS
         Wk = tot @ onesS
+        if unit:  # the left and right counts are WL and Wk - WL
+            if msl <= 1:  # every entry holds a row; a segment's last entry is ruled out by _fused_gain
+                count_ok = np.ones(nU, dtype=bool)
+            else:
+                count_ok = WL >= msl
+                count_ok &= (Wk - WL) >= msl
         impL = impurity(left, criterion)
         right = np.subtract(tot, left, out=left)
         del left
@@ -105,14 +128,15 @@ class FusedSplits:
         del tot
         enode_seg = seg.take(seg_start) // mf
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
-            F = np.where(Wnode > 0, Wk / Wnode, 0.0)
-            del Wnode
-            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F)
+            if unit:
+                F = None
+            else:
+                Wnode = rows.Wn[nodes.take(enode_seg)].take(seg_id)
+                F = np.where(Wnode > 0, Wk / Wnode, 0.0)
+                del Wnode
+            gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
             del F, impK, impL, impR
-        valid = np.isfinite(gain)
-        if not valid.any():
-            return None
+        valid = np.isfinite(gain)  # (no valid entry: _simple_best finds no split)
         return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
 
     def _simple_best(self, nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk):
@@ -122,19 +146,21 @@ class FusedSplits:
         # best entry per node: the first entry with the node's largest gain
         seg_node = enode_seg
         node_new = run_mask(seg_node)
-        nseg_start = np.flatnonzero(node_new)
+        nseg_start = node_new.nonzero()[0]
         node_start = seg_start.take(nseg_start)
         gbest = np.maximum.reduceat(gain, node_start)
-        node_id_of = (np.cumsum(node_new) - 1).take(seg_id)
+        node_id_of = np.add.accumulate(node_new, dtype=np.intp).take(seg_id)
+        node_id_of -= 1
         is_top = gain >= gbest.take(node_id_of)
         is_top &= valid
         best_entry = np.minimum.reduceat(np.where(is_top, np.arange(nU), nU), node_start)
         has = best_entry < nU
-        sel = np.flatnonzero(has & (gbest >= -1e-12))
+        has &= gbest >= -1e-12
+        sel = has.nonzero()[0]
         if sel.size == 0:
             return None
-        be = best_entry[sel]
-        bn = seg_node[nseg_start[sel]]
+        be = best_entry.take(sel)
+        bn = seg_node.take(nseg_start.take(sel))
         bseg = seg.take(be)
         bfeat = bseg % mf if (mf == self.n_features and feats.strides[0] == 0) else \
             (np.ascontiguousarray(feats).reshape(-1)).take(bseg)
@@ -142,30 +168,54 @@ class FusedSplits:
         ncode = code.take(be + 1)  # a valid entry has a next bin in its segment
         hi = binned.bin_hi[bfeat, bcode]
         lo = binned.bin_lo[bfeat, ncode]
-        thr = 0.5 * (hi + lo)
-        thr = np.where((thr >= lo) | ~np.isfinite(thr), hi, thr)  # rounding guard (as scikit-learn)
+        thr = hi + lo
+        thr *= 0.5
+        guard = thr >= lo
+        guard |= ~np.isfinite(thr)
+        np.copyto(thr, hi, where=guard)  # rounding guard (as scikit-learn)
         n = sel.size
-        slots = np.zeros(2 * n, dtype=np.intp)
-        slots[1::2] = 1
+        pairs = _numeric_children(n)
         fracs = np.empty(2 * n)
         wl, wk = WL.take(be), Wk.take(be)
         np.divide(wl, wk, out=fracs[0::2])
         np.divide(wk - wl, wk, out=fracs[1::2])
-        return Splits(nodes[bn], bfeat, np.zeros(n, dtype=bool), bcode, thr, gbest[sel],
-                      np.full(n, 2, dtype=np.intp), slots, fracs)
+        return Splits(nodes.take(bn), bfeat, pairs.cat[:n], bcode, thr, gbest.take(sel), pairs.nch[:n],
+                      pairs.slots[: 2 * n], fracs)
+
+
+class _NumericChildren:
+    """Read-only children arrays of ``n`` numeric splits (not categorical, two children, slots 0 and 1), sliced
+    from arrays built once for the largest ``n`` seen."""
+
+    def __init__(self, n: int):
+        self.cat = np.zeros(n, dtype=bool)
+        self.nch = np.full(n, 2, dtype=np.intp)
+        self.slots = np.tile(np.array([0, 1], dtype=np.intp), n)
+        for a in (self.cat, self.nch, self.slots):
+            a.flags.writeable = False
+
+
+_NUMERIC_CHILDREN = [_NumericChildren(256)]
+
+
+def _numeric_children(n: int) -> _NumericChildren:
+    children = _NUMERIC_CHILDREN[0]
+    if children.cat.size < n:  # (trees grown in threads: each keeps the arrays it read or built)
+        children = _NumericChildren(2 * n)
+        _NUMERIC_CHILDREN[0] = children
+    return children
 
 
 def _segments(seg: np.ndarray):
     """``(seg_start, seg_id, seg_end)`` of the entries' segments (runs of one (node, feature)): the first and
     last entry of each segment, and each entry's segment number."""
     new_seg = run_mask(seg)
-    seg_start = np.flatnonzero(new_seg)
-    seg_id = np.cumsum(new_seg)
+    seg_start = new_seg.nonzero()[0]
+    seg_id = np.add.accumulate(new_seg, dtype=np.intp)
     seg_id -= 1
     seg_end = np.empty_like(seg_start)
-    seg_end[:-1] = seg_start[1:]
-    seg_end[-1] = seg.size
-    seg_end -= 1
+    np.subtract(seg_start[1:], 1, out=seg_end[:-1])
+    seg_end[-1] = seg.size - 1
     return seg_start, seg_id, seg_end
 
 
@@ -189,21 +239,24 @@ def _blocks(bent, n: int) -> list[tuple[int, int]]:
     return list(zip(bent.tolist(), [*bent[1:].tolist(), n], strict=True))
 
 
-def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F):
+def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, *, positive: bool = False):
     """The fused paths' weighted impurity decrease per entry, ``F (imp_K - (W_L imp_L + W_R imp_R) / W_K)``, and
     -inf where the split is not allowed (too few rows a side, an empty side, a segment's last entry); in place on
-    ``count_ok``. The same operations in the same order as ``_entry_scores``."""
+    ``count_ok``. The same operations in the same order as ``_entry_scores``; ``F`` None: 1.0 (no product);
+    ``positive``: ``count_ok`` implies weights > 0 on both sides (unit weights)."""
     WR = Wk - WL
     num_ok = count_ok
     num_ok[seg_end] = False  # the last entry of a segment has no next bin
-    num_ok &= WL > 0
-    num_ok &= WR > 0
+    if not positive:
+        num_ok &= WL > 0
+        num_ok &= WR > 0
     gain = WL * impL
-    t = WR * impR
-    gain += t
-    del t
+    impR *= WR  # impR is not read again
+    gain += impR
     gain /= Wk
     np.subtract(impK, gain, out=gain)
-    gain *= F
-    np.copyto(gain, -np.inf, where=~num_ok)
+    if F is not None:
+        gain *= F
+    np.invert(num_ok, out=num_ok)
+    np.copyto(gain, -np.inf, where=num_ok)
     return gain

@@ -22,13 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._binning import Binned
-from ._criterion import REGRESSION_CRITERIA, impurity, weighted_median_dev
+from ._criterion import REGRESSION_CRITERIA, impurity, squared_error_impurity, weighted_median_dev
 from ._splitter import Splits, Splitter
 from ._tree import CATEGORICAL, LEAF, NUMERIC, Tree, ranges
 
 __all__ = ["TreeGrower", "grow_tree"]
 
 _EPS = 1e-12
+assert LEAF == 0  # _route_rows reads node kinds as booleans (a leaf is False)
 
 
 class _LevelRows:
@@ -98,6 +99,7 @@ class TreeGrower:
         self.splitter = Splitter(binned, self.yc, y_raw, criterion=criterion, n_stats=self.S,
                                  min_samples_leaf=min_samples_leaf, max_features=max_features,
                                  rng=None if all(r is None for r in rngs) else rngs)
+        self.has_cat = bool(binned.is_cat.any())
         self.W_root = None
         self._out = {k: [] for k in ("feat", "thr", "kind", "val", "imp", "n", "wn", "depth", "nch",
                                      "children", "fracs", "tree")}
@@ -119,12 +121,11 @@ class TreeGrower:
     def split_level(self, depth: int, n_level: int, next_id: int) -> int:
         """Split every node of the level; returns the number of nodes of the next level."""
         rows = self.rows
-        st, cnt, Wn, imp, val = self._node_totals(n_level)
-        rows.starts = np.searchsorted(rows.r_node, np.arange(n_level + 1))  # rows sorted by node
+        cnt, Wn, imp, val = self._node_totals(n_level)
         rows.Wn = Wn
         if self.mae:
             imp = self._mae_node_values(n_level, Wn, val)
-        cand = np.flatnonzero(self._splittable(depth, cnt, imp, Wn))
+        cand = self._splittable(depth, cnt, imp, Wn).nonzero()[0]
         splits = self.splitter.find(cand, rows)
         if splits is not None:
             splits = self._keep_decreasing(splits, Wn)
@@ -136,7 +137,7 @@ class TreeGrower:
             sn = splits.node
             feat[sn] = splits.feat
             thr[sn] = splits.thr
-            kind[sn] = np.where(splits.cat, CATEGORICAL, NUMERIC)
+            kind[sn] = np.where(splits.cat, CATEGORICAL, NUMERIC) if self.has_cat else NUMERIC
             nch[sn] = splits.nch
             ids, n_next = self._number_children(splits, next_id)
             self._route_rows(splits, ids, feat, kind, nch, n_level, next_id)
@@ -147,35 +148,55 @@ class TreeGrower:
             self._finalize_leaves()
         self._record_level(depth, feat, thr, kind, val, imp, cnt, Wn, nch, rows.node_tree)
         if n_next:
-            rows.node_tree = np.repeat(rows.node_tree[splits.node], splits.nch)[splits.slots >= 0]
+            rows.node_tree = (np.zeros(n_next, dtype=np.intp) if self.n_trees == 1 else
+                              np.repeat(rows.node_tree[splits.node], splits.nch)[splits.slots >= 0])
         return n_next
 
     # ------------------------------------------------------------------ steps
     def _node_totals(self, n_level: int):
-        """Weighted totals (class counts, or w, wy, wy^2), row counts, weights, impurity and value of
-        every node of the level."""
+        """Row counts (known fractions' sums), weights, impurity and value of every node of the level, from
+        its weighted totals (class counts, or w, wy, wy^2)."""
         r = self.rows
         S, yc = self.S, self.yc
-        if self.regression:
+        rows_per_node = np.bincount(r.r_node, minlength=n_level)
+        r.starts = np.zeros(n_level + 1, dtype=np.intp)  # rows are sorted by node
+        np.add.accumulate(rows_per_node, out=r.starts[1:])
+        # counts: the row counts, or the sums of the fractions (the same numbers as a bincount with weights 1)
+        cnt = (rows_per_node if r.r_f is None else np.bincount(r.r_node, weights=r.r_f, minlength=n_level)
+               ).astype(np.float64)
+        if self.regression:  # totals (w, w y, w y^2), one array each
             rw = r.r_w
             # unit weights: the counts and 1.0 * y = y (the same sums as with weights of 1.0)
-            chans = (None, r.r_y, r.r_y**2) if rw is None else (rw, rw * r.r_y, rw * r.r_y**2)
-            st = np.stack([np.bincount(r.r_node, weights=v, minlength=n_level) for v in chans], axis=1)
-            del rw, chans
+            Wn = cnt if rw is None and r.r_f is None else np.bincount(r.r_node, weights=rw, minlength=n_level)
+            st = np.bincount(r.r_node, weights=r.r_y if rw is None else rw * r.r_y, minlength=n_level)
+            Wy2 = np.bincount(r.r_node, weights=r.r_y**2 if rw is None else rw * r.r_y**2, minlength=n_level)
+            del rw
+            imp = squared_error_impurity(Wn, st, Wy2)
         else:
-            st = np.bincount(r.r_node * S + yc[r.r_s], weights=r.r_w, minlength=n_level * S)
+            st = np.bincount(r.r_node * S + yc.take(r.r_s), weights=r.r_w, minlength=n_level * S)
             st = st.reshape(n_level, S).astype(np.float64, copy=False)
-        cnt = np.bincount(r.r_node, weights=r.r_f, minlength=n_level).astype(np.float64, copy=False)
-        Wn = st[:, 0] if self.regression else st @ np.ones(S)
+            Wn = st @ np.ones(S)
+            imp = impurity(st, self.criterion)
         if self.W_root is None:  # the root level: node t is the root of tree t
             self.W_root = Wn.copy()
-        imp = impurity(st, self.criterion)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if self.regression:
-                val = np.where(Wn > 0, st[:, 1] / Wn, 0.0)[:, None] + self.offset[r.node_tree][:, None]
-            else:
-                val = np.where(Wn[:, None] > 0, st / Wn[:, None], 1.0 / S)
-        return st, cnt, Wn, imp, val
+        return cnt, Wn, imp, self._node_values(st, Wn)
+
+    def _node_values(self, st, Wn) -> np.ndarray:
+        """(nodes, 1) mean targets (regression, from the w y totals ``st``: the centred mean plus the tree's
+        offset; 0 plus the offset for a node of no weight) or (nodes, classes) class distributions (from the
+        class totals ``st``; uniform for no weight)."""
+        r = self.rows
+        if not self.regression:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(Wn[:, None] > 0, st / Wn[:, None], 1.0 / self.S)
+        if r.r_w is None and r.r_f is None:  # unit weights: every node holds a row, Wn >= 1
+            mean = st / Wn
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mean = np.where(Wn > 0, st / Wn, 0.0)
+        # one tree: its offset added to every node (the same sums as with the per-node offsets)
+        mean += self.offset[0] if self.n_trees == 1 else self.offset.take(r.node_tree)
+        return mean[:, None]
 
     def _mae_node_values(self, n_level: int, Wn, val) -> np.ndarray:
         """absolute_error: weighted medians (values, in place) and mean absolute deviations."""
@@ -191,17 +212,24 @@ class TreeGrower:
         return imp
 
     def _splittable(self, depth: int, cnt, imp, Wn) -> np.ndarray:
-        return ((depth < self.max_depth) & (cnt >= self.min_samples_split)
-                & (cnt >= 2 * self.min_samples_leaf) & (imp > _EPS) & (Wn > 0))
+        if depth >= self.max_depth:
+            return np.zeros(cnt.size, dtype=bool)
+        ok = cnt >= max(self.min_samples_split, 2 * self.min_samples_leaf)
+        ok &= imp > _EPS
+        ok &= Wn > 0
+        return ok
 
     def _keep_decreasing(self, splits: Splits, Wn) -> Splits:
-        W_root = self.W_root[self.rows.node_tree[splits.node]]
-        ok = splits.gain * Wn[splits.node] / W_root >= self.min_impurity_decrease - _EPS
+        if self.min_impurity_decrease <= 0 and (splits.size == 0 or splits.gain.min() >= 0.0):
+            return splits  # W_t / W_root * gain >= 0 >= min_impurity_decrease - eps
+        W_root = self.W_root.take(self.rows.node_tree.take(splits.node))
+        ok = splits.gain * Wn.take(splits.node) / W_root >= self.min_impurity_decrease - _EPS
         return splits if ok.all() else splits.take(ok)
 
-    @staticmethod
-    def _number_children(splits: Splits, next_id: int):
+    def _number_children(self, splits: Splits, next_id: int):
         """Global ids of the present children, consecutive in node order (-1: absent category)."""
+        if not self.has_cat:  # numeric splits: every child is present
+            return np.arange(next_id, next_id + splits.slots.size, dtype=np.intp), int(splits.slots.size)
         present = splits.slots >= 0
         ids = np.full(splits.slots.size, -1, dtype=np.intp)
         n_next = int(present.sum())
@@ -214,48 +242,52 @@ class TreeGrower:
         r = self.rows
         r_s, r_f, r_w, r_y, r_node = r.r_s, r.r_f, r.r_w, r.r_y, r.r_node
         mcode = self.binned.missing_code
-        is_split = kind[r_node] != LEAF
-        if not is_split.all():
-            sel = np.flatnonzero(is_split)
-            r_s, r_node = r_s[sel], r_node[sel]
-            r_f = None if r_f is None else r_f[sel]
-            r_w = None if r_w is None else r_w[sel]
-            r_y = None if r_y is None else r_y[sel]
+        row_kind = kind.take(r_node)
+        if not row_kind.all():  # rows of leaves (kind LEAF, 0: False) stay behind
+            sel = row_kind.nonzero()[0]
+            r_s, r_node = r_s.take(sel), r_node.take(sel)
+            r_f = None if r_f is None else r_f.take(sel)
+            r_w = None if r_w is None else r_w.take(sel)
+            r_y = None if r_y is None else r_y.take(sel)
+            row_kind = row_kind.take(sel)
             del sel
-        del is_split
         code_thr = np.full(n_level, -1, dtype=np.int64)
-        code_thr[splits.node] = np.where(splits.cat, -1, splits.code)
-        fi = np.take(feat, r_node)
+        code_thr[splits.node] = np.where(splits.cat, -1, splits.code) if self.has_cat else splits.code
+        fi = feat.take(r_node)
         fi += r_s * self.binned.codes.shape[1]
-        c = np.take(self.splitter.codes_flat, fi)  # small-int codes: codes[r_s, feat[r_node]], ~2.5x faster
+        c = self.splitter.codes_flat.take(fi)  # small-int codes: codes[r_s, feat[r_node]], ~2.5x faster
         del fi
-        miss = c == mcode
+        miss = c == mcode if self.binned.has_missing else None
         ptr = np.zeros(n_level + 1, dtype=np.intp)
-        np.cumsum(nch, out=ptr[1:])
+        np.add.accumulate(nch, out=ptr[1:])
         ch, fr = ids, splits.fracs
-        numeric = kind[r_node] == NUMERIC
-        if numeric.all():
-            pos = ptr[r_node]
-            pos += c > code_thr[r_node]
-            child = ch[pos]
+        if not self.has_cat:  # the children are numbered next_id + their slot in ch (consecutive)
+            child = ptr.take(r_node)
+            child += c > code_thr.take(r_node)
+            child += next_id
+        elif (row_kind == NUMERIC).all():
+            pos = ptr.take(r_node)
+            pos += c > code_thr.take(r_node)
+            child = ch.take(pos)
             del pos
         else:
+            numeric = row_kind == NUMERIC
             child = np.empty(r_s.size, dtype=np.intp)
             go_right = (c > code_thr[r_node]).astype(np.intp)
             child[numeric] = ch[ptr[r_node[numeric]] + go_right[numeric]]
             del go_right
-            cat = ~numeric & ~miss
+            cat = ~numeric if miss is None else ~numeric & ~miss
             child[cat] = ch[ptr[r_node[cat]] + c[cat]]
-            del cat
-        del numeric
-        if not miss.any():
-            order = np.argsort(child, kind="stable")
-            child = child[order]
+            del cat, numeric
+        del row_kind
+        if miss is None or not miss.any():
+            order = child.argsort(kind="stable")
+            child = child.take(order)
             child -= next_id
-            r.r_s = r_s[order]
-            r.r_f = None if r_f is None else r_f[order]
-            r.r_w = None if r_w is None else r_w[order]
-            r.r_y = None if r_y is None else r_y[order]
+            r.r_s = r_s.take(order)
+            r.r_f = None if r_f is None else r_f.take(order)
+            r.r_w = None if r_w is None else r_w.take(order)
+            r.r_y = None if r_y is None else r_y.take(order)
             r.r_node = child
             return
         known = ~miss

@@ -29,15 +29,15 @@ _PAIR_BUDGET = 1 << 16
 _MASK_CELLS_PER_PAIR = 16
 
 
-def _unique_inverse(flat: np.ndarray, minor=None, major=None):
+def _unique_inverse(flat: np.ndarray, minor=None, major=None, bound: int | None = None):
     """``np.unique(flat, return_inverse=True)`` by a stable sort of 32-bit keys when they fit (the same
     sorted keys and inverse, ~1.5x faster than the 64-bit sort).  ``flat`` may also come as two 16-bit
     digits, ordered as (``major``, ``minor``): two stable radix sorts then give the same order (~1.5x
-    faster again)."""
+    faster again).  ``bound``: an upper bound of the keys (None: read from ``flat``)."""
     if minor is not None:
         o = np.argsort(minor, kind="stable")
         o = np.take(o, np.argsort(np.take(major, o), kind="stable"))
-    elif flat.size == 0 or int(flat.max()) >= 2**31:
+    elif flat.size == 0 or (int(flat.max()) if bound is None else bound) > 2**31:
         U, inv = np.unique(flat, return_inverse=True)
         return U, inv.ravel()
     else:
@@ -47,8 +47,38 @@ def _unique_inverse(flat: np.ndarray, minor=None, major=None):
     bd[0] = True
     np.not_equal(ks[1:], ks[:-1], out=bd[1:])
     inv = np.empty(ks.size, dtype=np.intp)
-    inv[o] = np.cumsum(bd) - 1
+    rank = np.add.accumulate(bd, dtype=np.intp)
+    rank -= 1
+    inv[o] = rank
     return ks[bd], inv
+
+
+_ONE_BLOCK = np.zeros(1, dtype=np.intp)  # block_nodes of a chunk that is one block
+_ONE_BLOCK.flags.writeable = False
+
+
+def _node_rows(nodes: np.ndarray, rows, n_level: int, one_chunk: bool):
+    """``(s, local, fr, wt, yv)``: the level's rows of ``nodes`` (ascending local ids) in row order: their samples,
+    chunk-local node (the rank of their node in ``nodes``), fractions, weights and centred targets (None: not
+    kept).  ``one_chunk``: the level's rows fit one chunk (``nodes`` are then all its candidates)."""
+    r_s, r_f, r_w, r_y = rows.r_s, rows.r_f, rows.r_w, rows.r_y
+    if nodes.size == n_level:  # every node of the level (nodes is then 0 .. n_level - 1)
+        return r_s, rows.r_node, r_f, r_w, r_y
+    if one_chunk:  # a mask over the level's rows (fewer calls; the chunks of a large level take the offsets)
+        rank = np.full(n_level, -1, dtype=np.intp)
+        rank[nodes] = np.arange(nodes.size)
+        local = rank.take(rows.r_node)
+        sel = (local >= 0).nonzero()[0]
+        local = local.take(sel)
+    else:  # the rows of the nodes only, from the node row offsets (a chunk of a large level)
+        lens = rows.starts[nodes + 1] - rows.starts[nodes]
+        sel = np.repeat(rows.starts[nodes], lens) + ranges(lens)
+        local = np.repeat(np.arange(nodes.size), lens)
+
+    def pick(a):
+        return None if a is None else a.take(sel)
+
+    return r_s.take(sel), local, pick(r_f), pick(r_w), pick(r_y)
 
 
 def _run_starts(a: np.ndarray) -> np.ndarray:
@@ -84,6 +114,15 @@ class Splitter(FusedSplits):
         self.simple = (criterion in ("squared_error", "gini", "entropy") and not binned.has_missing
                        and not bool(binned.is_cat.any()))
         self.chan_major = self.simple and criterion == "squared_error"
+        self._every = np.broadcast_to(np.arange(self.n_features), (0, self.n_features))
+        # every feature in order, no missing value: the compact key of (node, feature, bin) is
+        # node * key_span + key_base[feature] + bin, and key_feat / key_bin read a key's feature and bin back
+        # (precomputed per fit instead of divided out per level)
+        self.key_base = np.zeros(self.n_features, dtype=np.intp)
+        np.add.accumulate(self.width[:-1], out=self.key_base[1:])
+        self.key_span = int(self.width.sum())
+        self.key_feat = np.repeat(np.arange(self.n_features, dtype=np.intp), self.width)
+        self.key_bin = np.arange(self.key_span, dtype=np.intp) - np.repeat(self.key_base, self.width)
 
     # ------------------------------------------------------------------ level
     def choose_features(self, cand: np.ndarray, node_tree: np.ndarray) -> np.ndarray:
@@ -91,7 +130,9 @@ class Splitter(FusedSplits):
         (one draw per tree and level, for the tree's candidates in order)."""
         n_nodes = cand.size
         if self.mf >= self.n_features or self.rng is None:
-            return np.broadcast_to(np.arange(self.n_features), (n_nodes, self.n_features))
+            if self._every.shape[0] < n_nodes:
+                self._every = np.broadcast_to(np.arange(self.n_features), (2 * n_nodes, self.n_features))
+            return self._every[:n_nodes]
         if len(self.rng) == 1:
             return np.argsort(self.rng[0].random((n_nodes, self.n_features)), axis=1)[:, : self.mf]
         t_of = node_tree[cand]  # ascending (nodes are ordered tree by tree)
@@ -112,11 +153,14 @@ class Splitter(FusedSplits):
         # other trees grown with it.  Chunks: consecutive blocks processed together, greedy likewise
         # (one tree alone: every chunk is one block).
         row_budget = max(1, _PAIR_BUDGET // self.mf)
-        lens = rows.starts[cand + 1] - rows.starts[cand]
-        cum = np.cumsum(lens)
+        if len(rows.r_s) <= row_budget and (rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]):
+            return self._chunk(cand, feats_all, rows, _ONE_BLOCK)  # one tree, all its rows in one block
+        lens = rows.starts.take(cand + 1)
+        lens -= rows.starts.take(cand)
+        cum = np.add.accumulate(lens)
         if rows.node_tree.size == 1 or rows.node_tree[-1] == rows.node_tree[0]:  # one tree
             if int(cum[-1]) <= row_budget:  # one block, one chunk (what the loops below give)
-                return self._chunk(cand, feats_all, rows, np.zeros(1, dtype=np.intp))
+                return self._chunk(cand, feats_all, rows, _ONE_BLOCK)
             tcut = [0, cand.size]
         else:
             tcut = [0, *(_run_starts(rows.node_tree[cand])[1:].tolist()), cand.size]
@@ -161,23 +205,19 @@ class Splitter(FusedSplits):
         """Non-empty (node, feature, bin) cells of the chunk, in ascending (node, slot, bin) order: their
         (node * mf + slot) and bin, known counts and weighted totals ((cells, S); (S, cells) for the fused
         path)."""
-        starts, r_s, r_f, r_w = rows.starts, rows.r_s, rows.r_f, rows.r_w
+        starts = rows.starts
         codes, yc, mf, Bp1, S, regression = self.codes, self.yc, self.mf, self.Bp1, self.S, self.regression
         # Memory: the arrays below have one entry per (row, candidate feature) pair or per non-empty
         # (node, feature, bin) entry; they are the peak of a fit, so they are freed (or reused in place)
         # as soon as they are consumed, and integer indices over entries are 32-bit.  In-place and
         # reordered operations compute exactly the same values as the expressions they replace.
         N = nodes.size
-        # rows of these nodes (rows are sorted by node; nodes may be non-contiguous)
-        lens = starts[nodes + 1] - starts[nodes]
-        ridx = np.repeat(starts[nodes], lens) + ranges(lens)
-        local = np.repeat(np.arange(N), lens)
-        s = r_s[ridx]
-        fr = None if r_f is None else r_f[ridx]  # None: every fraction is 1 (counts = row counts)
-        wt = None if r_w is None else r_w[ridx]  # None: unit weights (sums of 1.0 = integer counts)
-        yv = rows.r_y[ridx] if regression else None  # centred targets (each tree its own offset)
-        del ridx
-        if mf == codes.shape[1] and feats.strides[0] == 0:  # choose_features' broadcast of every feature
+        # rows of these nodes (rows are sorted by node; nodes ascending, maybe non-contiguous), in order
+        s, local, fr, wt, yv = _node_rows(nodes, rows, starts.size - 1, rows.r_s.size <= max(1, _PAIR_BUDGET // mf))
+        # fr None: every fraction is 1 (counts = row counts); wt None: unit weights (sums of 1.0 = integer
+        # counts); yv: centred targets (each tree its own offset), None for classification
+        every = mf == codes.shape[1] and feats.strides[0] == 0  # choose_features' broadcast of every feature
+        if every:
             cg = codes.take(s, axis=0)  # (R, mf) small-int codes, every feature in order
         else:
             # (R, mf) codes of each node's candidate features, gathered from the flat codes (np.take: the
@@ -193,10 +233,14 @@ class Splitter(FusedSplits):
         # dense histograms are as large as the features' bins actually are.  Compact keys keep the
         # order of the (node, slot, bin) keys, so U, the entry order and every sum are those of the
         # wide keys (mapped back below).
-        wid = self.width[feats].ravel()  # (N * mf,)
-        slot_off = np.cumsum(wid)
-        Kc = int(slot_off[-1])
-        slot_off -= wid  # first compact key of every (node, slot), ascending
+        keyed = every and not self.binned.has_missing  # keys read back through key_feat / key_bin
+        if keyed:
+            Kc = N * self.key_span
+        else:
+            wid = self.width[feats].ravel()  # (N * mf,)
+            slot_off = np.cumsum(wid)
+            Kc = int(slot_off[-1])
+            slot_off -= wid  # first compact key of every (node, slot), ascending
         if self.binned.has_missing:  # the missing code B becomes the last key of its slot
             cg = np.minimum(cg, (wid - 1).reshape(N, mf)[local])
         if regression:
@@ -210,6 +254,10 @@ class Splitter(FusedSplits):
             return None if v is None else np.repeat(v, mf)
 
         if M > _PAIR_BUDGET and Kc * S <= _DENSE_CELLS:
+            if keyed:
+                wid = np.tile(self.width, N)
+                slot_off = np.cumsum(wid)
+                slot_off -= wid
             # a big node (the root levels): dense histograms one candidate feature at a time, so the
             # temporaries are O(rows) instead of O(rows x features)
             cnt_full = np.zeros(Kc)
@@ -242,7 +290,10 @@ class Splitter(FusedSplits):
             ns = np.searchsorted(slot_off, U, side="right") - 1
             code = U - slot_off[ns]
         else:
-            comb = slot_off.reshape(N, mf).take(local, axis=0)  # (R, mf) int64 key
+            if keyed:  # (R, mf) int64 key: node * key_span + key_base[slot] + bin
+                comb = (local * self.key_span)[:, None] + self.key_base
+            else:
+                comb = slot_off.reshape(N, mf).take(local, axis=0)  # (R, mf) int64 key
             comb += cg
             flat = comb.ravel()  # a view of comb
             # the path is a matter of speed only (every path gives the same cells and sums): a mask over
@@ -261,19 +312,21 @@ class Splitter(FusedSplits):
                 rank[U] = np.arange(nU, dtype=rank.dtype)
                 flat[:] = rank.take(flat)  # in place: flat (a view of comb) becomes the entry index
                 del rank
-                pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
-                pair[flat] = np.arange(M)
+                pair = None
+                if not keyed:
+                    pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
+                    pair[flat] = np.arange(M)
                 cnt = np.bincount(flat, weights=rep(fr), minlength=nU)
                 if regression:
-                    st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(flat, weights=rep(v), minlength=nU)
-                                   for c, v in enumerate(chan_vals)], axis=0 if self.chan_major else 1)
+                    st = self._channel_sums(flat, cnt, chan_vals, w_is_cnt, nU, rep)
                 else:
                     comb *= S  # in place: flat becomes the (entry, class) key
                     comb += yc[s][:, None]
                     st = np.bincount(flat, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 nz = cnt != 0  # cells whose weights sum to 0 are empty (as in a dense histogram)
                 if not nz.all():
-                    U, cnt, st, pair = U[nz], cnt[nz], (st[:, nz] if self.chan_major else st[nz]), pair[nz]
+                    U, cnt, st = U[nz], cnt[nz], (st[:, nz] if self.chan_major else st[nz])
+                    pair = None if pair is None else pair[nz]
                 del nz
             else:
                 if M >= 1 << 14 and N * mf <= 1 << 16 and Bp1 <= 1 << 16:
@@ -284,21 +337,26 @@ class Splitter(FusedSplits):
                     del minor
                     del slot
                 else:
-                    U, inv = _unique_inverse(flat)
+                    U, inv = _unique_inverse(flat, bound=Kc)
                 del comb, flat
                 nU = U.size
-                pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
-                pair[inv] = np.arange(M)
+                if not keyed:
+                    pair = np.empty(nU, dtype=np.intp)  # one (row, slot) pair of every entry
+                    pair[inv] = np.arange(M)
                 cnt = np.bincount(inv, weights=rep(fr), minlength=nU)
                 if regression:
-                    st = np.stack([cnt if c == 0 and w_is_cnt else np.bincount(inv, weights=rep(v), minlength=nU)
-                                   for c, v in enumerate(chan_vals)], axis=0 if self.chan_major else 1)
+                    st = self._channel_sums(inv, cnt, chan_vals, w_is_cnt, nU, rep)
                 else:
                     inv *= S
                     inv += np.repeat(yc[s], mf)
                     st = np.bincount(inv, weights=rep(wt), minlength=nU * S).reshape(nU, S)
                 del inv
             comb = flat = None
+            if keyed:  # (node * mf + slot, bin) of every entry, read from its key
+                ns, rem = np.divmod(U, self.key_span)
+                ns *= mf
+                ns += self.key_feat.take(rem)
+                return ns, self.key_bin.take(rem), cnt, st, K
             # (node * mf + slot, bin) of every entry, read from one of its pairs
             prow, ns = np.divmod(pair, mf)
             ns += local.take(prow) * mf
@@ -307,6 +365,15 @@ class Splitter(FusedSplits):
         if self.binned.has_missing:
             code[code == wid[ns] - 1] = Bp1 - 1
         return ns, code, cnt, st, K
+
+    def _channel_sums(self, keys, cnt, chan_vals, w_is_cnt: bool, nU: int, rep):
+        """Regression totals (w, w y, w y^2) of the entries ``keys``: (3, nU) channel-major for the fused path,
+        (nU, 3) otherwise; the weight channel is the count when every weight is 1 (the same numbers)."""
+        st = np.empty((3, nU)) if self.chan_major else np.empty((nU, 3))
+        out = st if self.chan_major else st.T
+        for c, v in enumerate(chan_vals):
+            out[c] = cnt if c == 0 and w_is_cnt else np.bincount(keys, weights=rep(v), minlength=nU)
+        return st
 
     # ------------------------------------------------------------------ scores
     def _entry_scores(self, nodes, feats, seg, code, cnt, st, K, rows, block_nodes):
