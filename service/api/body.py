@@ -17,6 +17,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import orjson
 from fastapi import HTTPException, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -247,8 +248,12 @@ def decode_validated(raw: bytes, field):
     model = validate_in_pieces(raw, validate)
     if model is not None:
         return model
+    try:  # orjson decodes what it accepts as json.loads does, three times faster; json.loads the rest (NaN...)
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = None
     try:
-        value = json.loads(raw)
+        value = json.loads(raw) if value is None else value
     except json.JSONDecodeError as e:  # as FastAPI words it (fastapi/routing.py)
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error",
                                        "input": {}, "ctx": {"error": e.msg}}], body=e.doc) from e

@@ -14,7 +14,7 @@ from service.schemas.models import DatasetCreateJSON, EvaluateRequest, ExplainRe
 from service.services import datasets as ds_service
 from service.services import json_pieces
 from service.services.inference import INLINE_BODY_BYTES
-from tests.service.conftest import train
+from tests.service.conftest import assert_problem, train
 
 COLUMNS = [f"x{i}" for i in range(4)] + ["y"]
 
@@ -143,3 +143,56 @@ def test_invalid_large_bodies_get_the_answers_of_the_inline_path(client, model, 
     assert off_loop.status_code in (400, 422), off_loop.text[:300]
     assert (off_loop.status_code, off_loop.headers["content-type"], off_loop.json()) == (
         inline.status_code, inline.headers["content-type"], inline.json())
+
+
+def test_a_key_without_the_scope_gets_its_403_before_a_large_bodys_422(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+    from tests.service.test_security import bearer, make_key
+
+    settings = Settings(data_dir=tmp_path / "data", workers=0, max_body_bytes=2_000_000, secret_key="test-secret")
+    with TestClient(create_app(settings)) as c:
+        admin = make_key(c, None, ["admin"], name="root")["key"]
+        read = make_key(c, admin, ["read"], name="reader")["key"]
+        good = {"algorithm": "linear_regression", "data": {"columns": COLUMNS, "rows": _rows(3000)}, "target": "y"}
+        bad = {**good, "data": {"columns": COLUMNS, "rows": _pad([[1, 2, 3, 4, [5]]])}}
+        for body in (good, bad):
+            r = c.post("/v1/train", content=orjson.dumps(body),
+                       headers={"content-type": "application/json", **bearer(read)})
+            assert r.status_code == 403 and "'train' scope" in r.json()["detail"], r.text[:300]
+        r = c.post("/v1/train", content=orjson.dumps(bad), headers={"content-type": "application/json",
+                                                                     **bearer(admin)})
+        assert r.status_code == 422 and r.json()["errors"][0]["loc"][:4] == ["body", "data", "rows", 0], r.text[:300]
+
+
+def test_a_streamed_body_over_the_limit_is_413_on_a_pydantic_route(client):
+    """FastAPI read these bodies itself and answered the limit's error as an unparsable body (422)."""
+
+    def chunks():  # no Content-Length: the streamed size is counted (the limit of the test settings: 2 MB)
+        yield b'{"algorithm": "linear_regression", "params": {"a": "'
+        for _ in range(300):
+            yield b"1" * 10_000
+        yield b'"}}'
+
+    r = client.post("/v1/train", content=chunks(), headers={"content-type": "application/json"})
+    assert_problem(r, 413, "ORCHARD_MAX_BODY_BYTES")
+
+
+def test_a_large_body_the_pieces_do_not_cover_is_validated_whole_off_the_loop(client, monkeypatch):
+    seen = []
+    real = api_body.decode_validated
+
+    def recording(raw, field):
+        out = real(raw, field)
+        seen.append((_on_loop(), type(out).__name__))
+        return out
+
+    monkeypatch.setattr(api_body, "decode_validated", recording)
+    rows = [[*row, "a], [b"] for row in _rows(3000)]  # a cut inside every string: no piece decodes
+    assert json_pieces.split(orjson.dumps({"rows": rows})) is None
+    r = client.post("/v1/train", json={"algorithm": "linear_regression", "target": "y",
+                                       "data": {"columns": [*COLUMNS, "note"], "rows": rows}})
+    assert r.status_code == 202, r.text[:300]
+    assert seen == [(False, "TrainRequest")]
