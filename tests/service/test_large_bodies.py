@@ -196,3 +196,12 @@ def test_a_large_body_the_pieces_do_not_cover_is_validated_whole_off_the_loop(cl
                                        "data": {"columns": [*COLUMNS, "note"], "rows": rows}})
     assert r.status_code == 202, r.text[:300]
     assert seen == [(False, "TrainRequest")]
+
+
+def test_every_route_with_a_pydantic_body_takes_large_ones_off_the_loop(settings):
+    from service.app import create_app
+    from tests.service.test_security import api_routes
+
+    routes = [r for r in api_routes(create_app(settings)) if r.body_field is not None]
+    assert len(routes) >= 12 and all(isinstance(r, api_body.JSONBodyRoute) for r in routes), [
+        r.path for r in routes if not isinstance(r, api_body.JSONBodyRoute)]
