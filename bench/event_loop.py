@@ -1,7 +1,7 @@
 """Does the event loop stall? `/health/live` latency while a real `orchard serve` loads a 150 MB cold model and
 while it predicts 100,000 rows (docs/decisions/model-cache.md; the target is 50 ms at the 99th percentile).
 
-Usage: python bench/event_loop.py [--rounds 3] [--no-priority | --alternate]
+Usage: python bench/event_loop.py [--rounds 3] [--no-priority | --alternate] [--bodies]
 Each round starts a server on a fresh data directory, trains two small kNN regressors, re-signs one with 150 MB
 of ballast, then probes `/health/live` every 5 ms while idle, during (1) the first predict on the big model (a
 cold load), (2) three 100,000-row predicts on the other, and (3) the same rows through /v2 infer as one JSON
@@ -9,6 +9,10 @@ tensor. A second, idle server is probed at the same moments (the control: what t
 probe then). The servers and probers run at raised priority where
 permitted (root); `--no-priority` leaves them as they are. Prints p50/p99/max per phase and round. The same
 scenario asserts the bound in `tests/integration/test_event_loop.py`.
+
+`--bodies`: the same probes while the server decodes and validates large pydantic bodies instead
+(``bodies_scenario``): three evaluates of a trained model on 100,000 inline rows (~16 MB of JSON), then three
+JSON dataset uploads of the same rows.
 """
 
 from __future__ import annotations
@@ -142,11 +146,69 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
                                       ("100,000-row /v2 infer", t4, t5))}
 
 
+def bodies_scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
+    """One round; {phase: (seconds, [probe latencies], [control probe latencies])} for "idle", "16 MB evaluate"
+    (100,000 inline rows with the target) and "16 MB dataset upload" (the same rows as JSON)."""
+    from tests.integration._server import ServerProcess, free_port
+    from tests.integration.test_serve_subprocess import _wait
+
+    control_dir = data.parent / "control"
+    control_dir.mkdir(exist_ok=True)
+    server = ServerProcess(data, free_port()).start()
+    control = ServerProcess(control_dir, free_port()).start()
+    priority = priority and raise_priority(server.proc.pid) and raise_priority(control.proc.pid)
+    rng = np.random.default_rng(0)
+    columns = [f"x{i}" for i in range(8)] + ["y"]
+    try:
+        c = httpx.Client(base_url=server.url, timeout=120)
+        X = rng.normal(size=(3000, 8))
+        ds = c.post("/v1/datasets", json={"columns": columns, "rows": np.column_stack([X, X @ rng.normal(size=8)])
+                                          .tolist()}).json()["id"]
+        r = c.post("/v1/train", json={"algorithm": "linear_regression", "dataset_id": ds, "target": "y"})
+        assert r.status_code == 202, r.text
+        assert _wait(c, r.json()["job"]["id"])["status"] == "succeeded"
+        model = r.json()["model_id"]
+        # encoded beforehand (as in ``scenario``): encoding in this thread would hold the probers' GIL
+        rows = np.column_stack([rng.normal(size=(100_000, 8)), rng.normal(size=100_000)]).tolist()
+        evaluate = orjson.dumps({"data": {"columns": columns, "rows": rows}})
+        upload = orjson.dumps({"columns": columns, "rows": rows})
+        del rows
+        json_type = {"content-type": "application/json"}
+        prober, control_prober = Prober(server.url, priority), Prober(control.url, priority)
+        prober.start()
+        control_prober.start()
+        time.sleep(0.3)
+        ti = time.monotonic()
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        answers = [c.post(f"/v1/models/{model}/evaluate", content=evaluate, headers=json_type)
+                   for _ in range(repeat)]
+        t1 = time.monotonic()
+        uploads = [c.post("/v1/datasets", content=upload, headers=json_type) for _ in range(repeat)]
+        t2 = time.monotonic()
+        for r in answers:
+            assert r.status_code == 200 and r.json()["n_samples"] == 100_000, r.text[:300]
+        for r in uploads:
+            assert r.status_code == 201 and r.json()["n_rows"] == 100_000, r.text[:300]
+        time.sleep(0.1)
+        for p in (prober, control_prober):
+            p.stop.set()
+            p.join(30)
+        c.close()
+    finally:
+        server.stop()
+        control.stop()
+    return {phase: (end - start, prober.during(start, end), control_prober.during(start, end))
+            for phase, start, end in (("idle", ti, t0), ("16 MB evaluate", t0, t1),
+                                      ("16 MB dataset upload", t1, t2))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-priority", action="store_true", help="leave the server and prober at normal priority")
     ap.add_argument("--alternate", action="store_true", help="rounds alternately with and without priority")
+    ap.add_argument("--bodies", action="store_true", help="large evaluate and dataset JSON bodies instead")
     args = ap.parse_args()
     print(f"# bench/event_loop.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}\n")
@@ -158,7 +220,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "data"
             data.mkdir()
-            for phase, (secs, lat, ctl) in scenario(data, priority).items():
+            run = bodies_scenario if args.bodies else scenario
+            for phase, (secs, lat, ctl) in run(data, priority).items():
                 ms, cms = np.asarray(lat) * 1000, np.asarray(ctl) * 1000
                 p99, c99 = np.percentile(ms, 99), np.percentile(cms, 99)
                 print(f"| {i} | {'raised' if priority else 'normal'} | {phase} | {secs:.2f} | {len(lat)} | "

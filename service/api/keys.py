@@ -12,10 +12,11 @@ from ..errors import NotFound
 from ..schemas.security import AuditList, KeyCreate, KeyCreated, KeyList
 from ..services.keys import create_key, key_view
 from ..storage.metadata import utcnow
+from .body import JSONBodyRoute
 from .common import Page, errors
 from .deps import AdminRT
 
-router = APIRouter(prefix="/v1", tags=["security"])
+router = APIRouter(prefix="/v1", tags=["security"], route_class=JSONBodyRoute)
 
 
 def _guard(r):

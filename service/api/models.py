@@ -23,11 +23,12 @@ from ..services import models as ms
 from ..services.explain import explain_payload, partial_dependence_payload
 from ..services.importance import submit_importance
 from ..services.model_evaluation import evaluate_request
+from .body import JSONBodyRoute
 from .common import Page, errors
 from .deps import JobRT, JSONBody, PredictRT, ReadRT, TrainRT
 from .jobs import job_view
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=JSONBodyRoute)
 
 _MODEL_FIELDS = ("id", "name", "algorithm", "task", "params", "status", "job_id", "dataset_id", "features",
                  "target", "classes", "metrics", "insight", "created_at", "size_bytes", "notes", "preprocessing")

@@ -13,11 +13,12 @@ from ..schemas.selection import (
     TuneRequest,
 )
 from ..services import selection as sel
+from .body import JSONBodyRoute
 from .common import errors
 from .deps import JobRT
 from .jobs import job_view
 
-router = APIRouter(prefix="/v1", tags=["model selection"])
+router = APIRouter(prefix="/v1", tags=["model selection"], route_class=JSONBodyRoute)
 _RESP = {"status_code": 202, "response_model": JobAccepted, "responses": errors(404, 422)}
 
 

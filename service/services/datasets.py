@@ -21,6 +21,8 @@ from ..errors import ArtifactIntegrityError, NotFound, UnsupportedMedia, found, 
 from ..schemas.models import DatasetCreateJSON
 from ..storage.artifacts import ArtifactError, ArtifactStore
 from ..storage.metadata import MetadataStore, utcnow
+from .inference import INLINE_BODY_BYTES, run_sized
+from .json_pieces import release, validate_in_pieces
 from .tables import Column, parse_json_table, parse_types_query
 from .widths import check_width
 
@@ -184,16 +186,29 @@ async def _upload_multipart(r: ProjectRuntime, body: UploadBody, forced: dict, n
 
 
 async def _upload_json(r: ProjectRuntime, raw: bytes, forced: dict, name: str | None) -> dict:
-    """A ``DatasetCreateJSON`` body (columns, rows, optional name and types; ``forced`` wins over its types)."""
+    """A ``DatasetCreateJSON`` body (columns, rows, optional name and types; ``forced`` wins over its types),
+    validated inline when small, else on a worker thread a piece at a time (json_pieces.py)."""
+    body = await run_sized(len(raw), _json_body, raw)
     try:
-        body = DatasetCreateJSON.model_validate_json(raw)
+        check_width(len(body.columns), r.settings.max_columns, ["body", "columns"])
+        cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, {**(body.types or {}), **forced})
+        return await run_in_threadpool(store_columns, r.meta, r.art, cols, name or body.name)
+    finally:
+        if len(raw) > INLINE_BODY_BYTES:  # its rows freed on a worker thread, a slice at a time
+            await run_in_threadpool(release, body)
+
+
+def _json_body(raw: bytes) -> DatasetCreateJSON:
+    if len(raw) > INLINE_BODY_BYTES:
+        body = validate_in_pieces(raw, DatasetCreateJSON.model_validate)
+        if body is not None:
+            return body
+    try:
+        return DatasetCreateJSON.model_validate_json(raw)
     except ValidationError as exc:
         e = exc.errors()[0]
         msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
         raise invalid(["body", *e["loc"]], msg) from None
-    check_width(len(body.columns), r.settings.max_columns, ["body", "columns"])
-    cols = await run_in_threadpool(parse_json_table, body.columns, body.rows, {**(body.types or {}), **forced})
-    return await run_in_threadpool(store_columns, r.meta, r.art, cols, name or body.name)
 
 
 def _schema(columns: list[Column]) -> dict:
