@@ -7,7 +7,7 @@
 2. Time from POST /v1/train to the job being `running` with an idle pool (server timestamps
    started_at - created_at, plus the client-observed time to the first `running` poll).
 
-Usage: python bench/service.py [--duration 10] [--connections 8] [--runs 20] [--rounds 3]
+Usage: python bench/service.py [--duration 10] [--connections 8] [--runs 20] [--rounds 3] [--pin]
        python bench/service.py --callgrind [--apps-only] [--recording] [--set ORCHARD_X=...]
 Needs `wrk` (Debian package) for part 1. Orchard and the bare app are measured alternately for --rounds
 rounds (each round: orchard then bare), and the ratio of each round is printed, with the median.
@@ -65,7 +65,17 @@ def wait_http(url: str, timeout: float = 60) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+# --pin: the servers on one CPU and wrk on another (taskset), so that neither waits for the other's CPU and
+# every server measured gets the same one; (server CPU, client CPU) or None
+PIN: tuple[str, str] | None = None
+
+
+def _pinned(cmd: list[str], which: int) -> list[str]:
+    return cmd if PIN is None else ["taskset", "-c", PIN[which], *cmd]
+
+
 def start(cmd: list[str], env: dict) -> subprocess.Popen:
+    cmd = _pinned(cmd, 0)
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
@@ -99,7 +109,8 @@ def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: d
         else:
             fh.write(f"wrk.body = {_lua_bytes(raw)}\n")
         script = fh.name
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],
+    out = subprocess.run(_pinned(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],
+                                 1),
                          capture_output=True, text=True, check=True).stdout
     os.unlink(script)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
@@ -259,6 +270,8 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="alternating orchard/bare wrk rounds")
+    ap.add_argument("--pin", action="store_true",
+                    help="servers on the last CPU and wrk on the one before it (taskset): steadier on a small VM")
     ap.add_argument("--callgrind", action="store_true", help="instructions per request under valgrind instead")
     ap.add_argument("--apps-only", action="store_true", help="with --callgrind: only the apps called from Python")
     ap.add_argument("--recording", action="store_true",
@@ -266,6 +279,12 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="ORCHARD_X=value",
                     help="a setting for the Orchard server (repeatable), e.g. ORCHARD_ACCESS_LOG=false")
     args = ap.parse_args()
+    if args.pin and not args.callgrind:
+        global PIN
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            ap.error("--pin needs two CPUs")
+        PIN = (str(cpus[-1]), str(cpus[-2]))
     from sklearn.datasets import load_breast_cancer
 
     data = load_breast_cancer()
@@ -343,7 +362,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"# bench/service.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f}, wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds; "
+          f"{os.getloadavg()[0]:.1f}, wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} alternating rounds"
+          f"{f', servers on CPU {PIN[0]} and wrk on CPU {PIN[1]}' if PIN else ''}; "
           f"server settings: {' '.join(args.set) or 'defaults'}")
     print("\n## Single-row predict over HTTP (logistic_regression, breast_cancer, 30 features)\n")
     print("| round | /v1 req/s | /v2 JSON req/s | /v2 binary req/s | /v2 JSON, new id each req/s | /v2 JSON by name "

@@ -784,27 +784,31 @@ def _head_id(split: _IdSplit, head: bytes) -> str | None:
 
 
 def _json_rows(bundle, body: bytes, start: int, end: int | None, shape: list[int]) -> np.ndarray | None:
-    """The model's input matrix from the JSON numbers ``body[start:end]`` of a ``shape`` tensor, or None (not
-    exactly that many plain numbers, not all integers: the general path decides). A large array is decoded a
-    piece at a time (chunked_rows.flat_numbers), so the GIL changes hands between pieces."""
+    """The model's input matrix from the JSON numbers ``body[start:end]`` of a large ``shape`` tensor, decoded a
+    piece at a time (chunked_rows.flat_numbers) so the GIL changes hands between pieces, or whole when the pieces
+    do not cover it; None when they are not exactly that many plain numbers, or all integers (the general path
+    decides)."""
     stop = len(body) if end is None else end if end >= 0 else len(body) + end
-    if stop - start > chunked_rows.PIECE_BYTES:
-        A = chunked_rows.flat_numbers(body, start, stop)
-        if A is not None:
-            return bundle.matrix_from_numbers(A.reshape(shape)) if A.size == shape[0] * shape[1] else None
+    A = chunked_rows.flat_numbers(body, start, stop)
+    if A is not None:
+        return bundle.matrix_from_numbers(A.reshape(shape)) if A.size == shape[0] * shape[1] else None
     try:
         data = orjson.loads(body[start:stop])
     except orjson.JSONDecodeError:
         return None
+    X = bundle.matrix_from_flat(data, shape[0]) if type(data) is list and data and type(data[0]) is float else None
+    return _rows_of(bundle, data, shape) if X is None else X
+
+
+def _rows_of(bundle, data, shape: list[int]) -> np.ndarray | None:
+    """The model's input matrix from a decoded tensor's ``data`` that is not a flat list of floats: plain JSON
+    numbers as /v1 treats them (float64 once converted, exactly ``shape``'s size), else None."""
     if type(data) is not list:
         return None
-    X = bundle.matrix_from_flat(data, shape[0]) if data and type(data[0]) is float else None
-    if X is None:
-        A = np.asarray(data)
-        if A.dtype is not _F64 or A.size != shape[0] * shape[1]:
-            return None
-        X = bundle.matrix_from_numbers(A.reshape(shape))  # as /v1 treats plain JSON numbers
-    return X
+    A = np.asarray(data)
+    if A.dtype is not _F64 or A.size != shape[0] * shape[1]:
+        return None
+    return bundle.matrix_from_numbers(A.reshape(shape))
 
 
 def _binary_rows(bundle, blob: memoryview, shape: list[int]) -> np.ndarray | None:
@@ -840,7 +844,17 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
         shape = plan.shape
         if shape[0] > max_rows:
             return None
-        X = _json_rows(bundle, body, start, end, shape)
+        if len(body) <= chunked_rows.PIECE_BYTES:  # the common request: its numbers decoded at once
+            try:
+                data = orjson.loads(body[start:end])
+            except orjson.JSONDecodeError:
+                return None
+            X = bundle.matrix_from_flat(data, shape[0]) if type(data) is list and data and type(data[0]) is float \
+                else None
+            if X is None:
+                X = _rows_of(bundle, data, shape)
+        else:
+            X = _json_rows(bundle, body, start, end, shape)
         if X is None:
             return None
     else:
@@ -867,7 +881,8 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
                 values = _as_text(values)
         elif plan.floats:
             values = [float(v) for v in values]
-        return b"".join((head, chunked_rows.dumps_list(values), plan.tail_for(rid))), None, shape[0]
+        text = orjson.dumps(values) if shape[0] <= 4096 else chunked_rows.dumps_list(values)  # large: in slices
+        return b"".join((head, text, plan.tail if rid is plan.rid else plan.tail_for(rid))), None, shape[0]
     results = _shared_plane(bundle, X, plan.wanted)
     if results is None:
         return None
