@@ -69,6 +69,51 @@ class Prober(threading.Thread):
         return [lat for t0, lat in self.samples if start <= t0 and t0 + lat <= end]
 
 
+class ProbedServers:
+    """``with ProbedServers(data, priority) as s``: a server on ``data`` and an idle control server beside it
+    (``s.server``, ``s.client`` for the first), each probed by a ``Prober`` from ``s.probe(idle)`` on; probers and
+    servers stop when the block ends, and ``s.phases({phase: (start, end)})`` gives each phase's probes."""
+
+    def __init__(self, data: Path, priority: bool):
+        self.data, self.priority, self.probers = data, priority, ()
+
+    def __enter__(self):
+        from tests.integration._server import ServerProcess, free_port
+
+        control_dir = self.data.parent / "control"
+        control_dir.mkdir(exist_ok=True)
+        self.server = ServerProcess(self.data, free_port()).start()
+        self.control = ServerProcess(control_dir, free_port()).start()
+        self.priority = (self.priority and raise_priority(self.server.proc.pid)
+                         and raise_priority(self.control.proc.pid))
+        self.client = httpx.Client(base_url=self.server.url, timeout=120)
+        return self
+
+    def probe(self, idle: float) -> float:
+        """Starts both probers, then waits ``idle`` seconds (the idle phase, which starts at the time returned)."""
+        self.probers = (Prober(self.server.url, self.priority), Prober(self.control.url, self.priority))
+        for p in self.probers:
+            p.start()
+        time.sleep(0.3)
+        start = time.monotonic()
+        time.sleep(idle)
+        return start
+
+    def __exit__(self, *exc):
+        time.sleep(0.1)
+        for p in self.probers:
+            p.stop.set()
+            p.join(30)
+        self.client.close()
+        self.server.stop()
+        self.control.stop()
+
+    def phases(self, marks: dict) -> dict:
+        prober, control = self.probers
+        return {phase: (end - start, prober.during(start, end), control.during(start, end))
+                for phase, (start, end) in marks.items()}
+
+
 def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
     """One round; returns {phase: (seconds, [probe latencies], [control probe latencies])} for the phases
     "idle", "cold load", "100,000-row predict" (/v1) and "100,000-row /v2 infer" (one JSON tensor).
@@ -79,17 +124,11 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
     their main threads after this) and both probers run at raised priority where permitted. ``repeat``:
     100,000-row predicts in a row (more probes for the 99th percentile)."""
     from service.storage.artifacts import ArtifactStore
-    from tests.integration._server import ServerProcess, free_port
     from tests.integration.test_serve_subprocess import _wait
 
-    control_dir = data.parent / "control"
-    control_dir.mkdir(exist_ok=True)
-    server = ServerProcess(data, free_port()).start()
-    control = ServerProcess(control_dir, free_port()).start()
-    priority = priority and raise_priority(server.proc.pid) and raise_priority(control.proc.pid)
     rng = np.random.default_rng(0)
-    try:
-        c = httpx.Client(base_url=server.url, timeout=120)
+    with ProbedServers(data, priority) as s:
+        c = s.client
         X = rng.normal(size=(3000, 8))
         y = X @ rng.normal(size=8)
         body = {"columns": [f"x{i}" for i in range(8)] + ["y"], "rows": np.column_stack([X, y]).tolist()}
@@ -106,12 +145,7 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         bundle = art.load_bundle(big)
         bundle.extra["ballast"] = rng.random(BALLAST_BYTES // 8)
         art.save_bundle(big, bundle)
-        prober, control_prober = Prober(server.url, priority), Prober(control.url, priority)
-        prober.start()
-        control_prober.start()
-        time.sleep(0.3)
-        ti = time.monotonic()
-        time.sleep(3.0)  # idle: the probes' own latency on this machine now, for reference
+        ti = s.probe(3.0)  # idle: the probes' own latency on this machine now, for reference
         t0 = time.monotonic()
         assert c.post(f"/v1/models/{big}/predict", json={"rows": [X[0].tolist()]}).status_code == 200
         t1 = time.monotonic()
@@ -133,34 +167,19 @@ def scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         t5 = time.monotonic()
         for r in answers:
             assert r.status_code == 200 and orjson.loads(r.content)["outputs"][0]["shape"] == [100_000]
-        time.sleep(0.1)
-        for p in (prober, control_prober):
-            p.stop.set()
-            p.join(30)
-        c.close()
-    finally:
-        server.stop()
-        control.stop()
-    return {phase: (end - start, prober.during(start, end), control_prober.during(start, end))
-            for phase, start, end in (("idle", ti, t0), ("cold load", t0, t1), ("100,000-row predict", t2, t3),
-                                      ("100,000-row /v2 infer", t4, t5))}
+    return s.phases({"idle": (ti, t0), "cold load": (t0, t1), "100,000-row predict": (t2, t3),
+                     "100,000-row /v2 infer": (t4, t5)})
 
 
 def bodies_scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
     """One round; {phase: (seconds, [probe latencies], [control probe latencies])} for "idle", "16 MB evaluate"
     (100,000 inline rows with the target) and "16 MB dataset upload" (the same rows as JSON)."""
-    from tests.integration._server import ServerProcess, free_port
     from tests.integration.test_serve_subprocess import _wait
 
-    control_dir = data.parent / "control"
-    control_dir.mkdir(exist_ok=True)
-    server = ServerProcess(data, free_port()).start()
-    control = ServerProcess(control_dir, free_port()).start()
-    priority = priority and raise_priority(server.proc.pid) and raise_priority(control.proc.pid)
     rng = np.random.default_rng(0)
     columns = [f"x{i}" for i in range(8)] + ["y"]
-    try:
-        c = httpx.Client(base_url=server.url, timeout=120)
+    with ProbedServers(data, priority) as s:
+        c = s.client
         X = rng.normal(size=(3000, 8))
         ds = c.post("/v1/datasets", json={"columns": columns, "rows": np.column_stack([X, X @ rng.normal(size=8)])
                                           .tolist()}).json()["id"]
@@ -174,12 +193,7 @@ def bodies_scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
         upload = orjson.dumps({"columns": columns, "rows": rows})
         del rows
         json_type = {"content-type": "application/json"}
-        prober, control_prober = Prober(server.url, priority), Prober(control.url, priority)
-        prober.start()
-        control_prober.start()
-        time.sleep(0.3)
-        ti = time.monotonic()
-        time.sleep(1.0)
+        ti = s.probe(1.0)
         t0 = time.monotonic()
         answers = [c.post(f"/v1/models/{model}/evaluate", content=evaluate, headers=json_type)
                    for _ in range(repeat)]
@@ -190,17 +204,7 @@ def bodies_scenario(data: Path, priority: bool = True, repeat: int = 3) -> dict:
             assert r.status_code == 200 and r.json()["n_samples"] == 100_000, r.text[:300]
         for r in uploads:
             assert r.status_code == 201 and r.json()["n_rows"] == 100_000, r.text[:300]
-        time.sleep(0.1)
-        for p in (prober, control_prober):
-            p.stop.set()
-            p.join(30)
-        c.close()
-    finally:
-        server.stop()
-        control.stop()
-    return {phase: (end - start, prober.during(start, end), control_prober.during(start, end))
-            for phase, start, end in (("idle", ti, t0), ("16 MB evaluate", t0, t1),
-                                      ("16 MB dataset upload", t1, t2))}
+    return s.phases({"idle": (ti, t0), "16 MB evaluate": (t0, t1), "16 MB dataset upload": (t1, t2)})
 
 
 def main() -> None:
