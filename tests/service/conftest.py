@@ -1,3 +1,4 @@
+import threading
 import time
 
 import pytest
@@ -79,3 +80,32 @@ def assert_consistent(meta):
         status = {r.id: r.status for r in conn.execute(jobs.select())}
     assert open_jobs == [], open_jobs
     assert all(status.get(job_id) == "succeeded" for _, job_id in ready), (ready, status)
+
+
+def while_paused(obj, name: str, request, during, *, when=lambda *args, **kw: True, timeout: float = 10.0):
+    """Runs ``request()`` on a thread until it calls ``obj.<name>`` (a call for which ``when(*args, **kw)``
+    holds), runs ``during()`` while that call waits, then lets it go on: ``(request's result, during's result)``.
+    The window a race hits by chance, every run (a delete while a load or a download is under way)."""
+    original = getattr(obj, name)
+    entered, go = threading.Event(), threading.Event()
+
+    def paused(*args, **kw):
+        if when(*args, **kw):
+            entered.set()
+            assert go.wait(timeout)
+        return original(*args, **kw)
+
+    setattr(obj, name, paused)
+    out = []
+    thread = threading.Thread(target=lambda: out.append(request()))
+    try:
+        thread.start()
+        assert entered.wait(timeout), f"the request never called {name}"
+        meanwhile = during()
+        go.set()
+        thread.join(2 * timeout)
+    finally:
+        go.set()
+        setattr(obj, name, original)
+    assert out, "the request did not finish"
+    return out[0], meanwhile

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from tests.service.conftest import assert_problem, iris_csv, upload_csv
+from tests.service.conftest import assert_problem, iris_csv, upload_csv, while_paused
 
 
 def test_health_and_algorithms(client):
@@ -233,8 +233,6 @@ def test_parser_follows_the_body_while_it_arrives(tmp_path):
 def test_a_dataset_deleted_while_a_request_reads_it_is_a_404_never_a_500(client, what):
     """The request has found the dataset's record and is about to read its files when the dataset is deleted
     (record, then files): it answers 404 problem+json (the dataset is gone), never a 500."""
-    import threading
-
     from tests.service.conftest import train
 
     ds = upload_csv(client, iris_csv()).json()["id"]
@@ -252,29 +250,11 @@ def test_a_dataset_deleted_while_a_request_reads_it_is_a_404_never_a_500(client,
             "method": "kernel", "background": {"dataset_id": victim, "n": 10}}),
     }
     method, url, body = requests[what]
-    art = client.app.state.runtime.art
-    original = art.read_dataset_schema
-    entered, go = threading.Event(), threading.Event()
-
-    def paused(dataset_id):
-        if dataset_id == victim:
-            entered.set()
-            assert go.wait(10)
-        return original(dataset_id)
-
-    art.read_dataset_schema = paused
-    out = []
-    request = threading.Thread(target=lambda: out.append(client.request(method, url, json=body)))
-    try:
-        request.start()
-        assert entered.wait(10), "the request never read the dataset"
-        assert client.delete(f"/v1/datasets/{victim}").status_code == 204
-        go.set()
-        request.join(10)
-    finally:
-        go.set()
-        art.read_dataset_schema = original
-    (r,) = out
+    r, deleted = while_paused(client.app.state.runtime.art, "read_dataset_schema",
+                              lambda: client.request(method, url, json=body),
+                              lambda: client.delete(f"/v1/datasets/{victim}"),
+                              when=lambda dataset_id: dataset_id == victim)
+    assert deleted.status_code == 204
     assert_problem(r, 404, victim)
 
 

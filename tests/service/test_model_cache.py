@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.services.inference import measured_nbytes
-from tests.service.conftest import iris_csv, train, upload_csv, wait_job
+from tests.service.conftest import iris_csv, train, upload_csv, wait_job, while_paused
 from tests.service.test_observability import scrape
 
 
@@ -221,29 +221,13 @@ def test_a_delete_while_a_cold_load_reads_the_artifact_is_a_404(app_client, prot
     (mid,) = _models(app_client, 1)
     rt = app_client.app.state.runtime
     rt.cache.evict(mid)
-    original = rt.art.load_bundle
-    entered, go = threading.Event(), threading.Event()
-
-    def paused_load(model_id):
-        entered.set()
-        assert go.wait(10)
-        return original(model_id)
-
-    rt.art.load_bundle = paused_load
-    out = []
     url, body = ((f"/v1/models/{mid}/predict", ROW) if protocol == "v1" else (f"/v2/models/{mid}/infer", V2_ROW))
-    request = threading.Thread(target=lambda: out.append(app_client.post(url, json=body)))
-    try:
-        request.start()
-        assert entered.wait(10), "the request never reached the artifact"
+
+    def delete():
         assert app_client.delete(f"/v1/models/{mid}").status_code == 204
         assert not rt.art.model_exists(mid)
-        go.set()
-        request.join(10)
-    finally:
-        go.set()
-        rt.art.load_bundle = original
-    (r,) = out
+
+    r, _ = while_paused(rt.art, "load_bundle", lambda: app_client.post(url, json=body), delete)
     assert r.status_code == 404, r.text
     if protocol == "v1":
         assert r.headers["content-type"].startswith("application/problem+json")

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 from tests.s3server import s3_server
-from tests.service.conftest import assert_problem, iris_csv, train, upload_csv
+from tests.service.conftest import assert_problem, iris_csv, train, upload_csv, while_paused
 
 ROW = {"rows": [[5.1, 3.5, 1.4, 0.2]]}
 
@@ -116,7 +116,6 @@ def test_the_janitor_collects_orphans_in_the_bucket(tmp_path, s3):
 def test_a_dataset_deleted_by_another_replica_while_this_one_downloads_it_is_a_404(tmp_path, s3):
     """b has listed the dataset's objects and is downloading them when a deletes the dataset: b's download
     finds the objects gone and answers 404 problem+json, never 500."""
-    import threading
 
     _, bucket = s3
     common = dict(database_url=f"sqlite:///{tmp_path / 'meta.db'}", artifacts_url=f"s3://{bucket}/prod",
@@ -124,28 +123,10 @@ def test_a_dataset_deleted_by_another_replica_while_this_one_downloads_it_is_a_4
     with TestClient(create_app(Settings(data_dir=tmp_path / "a", **common))) as a, \
             TestClient(create_app(Settings(data_dir=tmp_path / "b", **common))) as b:
         ds = upload_csv(a, iris_csv()).json()["id"]
-        s3b = b.app.state.runtime.art.client
-        original = s3b.download_file
-        entered, go = threading.Event(), threading.Event()
-
-        def paused(bucket_, key, *args, **kw):
-            entered.set()
-            assert go.wait(10)
-            return original(bucket_, key, *args, **kw)
-
-        s3b.download_file = paused
-        out = []
-        request = threading.Thread(target=lambda: out.append(b.get(f"/v1/datasets/{ds}/rows?limit=3")))
-        try:
-            request.start()
-            assert entered.wait(10), "b never downloaded the dataset"
-            assert a.delete(f"/v1/datasets/{ds}").status_code == 204
-            go.set()
-            request.join(20)
-        finally:
-            go.set()
-            s3b.download_file = original
-        (r,) = out
+        r, deleted = while_paused(b.app.state.runtime.art.client, "download_file",
+                                  lambda: b.get(f"/v1/datasets/{ds}/rows?limit=3"),
+                                  lambda: a.delete(f"/v1/datasets/{ds}"))
+        assert deleted.status_code == 204
         assert_problem(r, 404, ds)
         assert not (tmp_path / "b" / "datasets" / ds).exists()
 
@@ -211,7 +192,6 @@ def test_the_janitor_removes_local_copies_of_datasets_deleted_through_another_re
     removed by b's janitor once not read for the grace period. A copy read recently, a copy whose dataset
     exists and the copy of a dataset being uploaded through b (no row yet) are kept."""
     import os
-    import threading
 
     from service.services.janitor import collect
 
@@ -242,29 +222,15 @@ def test_the_janitor_removes_local_copies_of_datasets_deleted_through_another_re
         report = collect(rt.meta, rt.art, grace_s=600)
         assert report["local_copies"] == [] and (copies / gone).exists()  # read a moment ago: kept
         # an upload through b in flight: its copy is under datasets/ (renamed there, being uploaded), no row yet
-        original = rt.art.client.upload_file
-        entered, go = threading.Event(), threading.Event()
 
-        def paused(*args, **kw):
-            entered.set()
-            assert go.wait(10)
-            return original(*args, **kw)
-
-        rt.art.client.upload_file = paused
-        out = []
-        upload = threading.Thread(target=lambda: out.append(upload_csv(b, iris_csv())))
-        try:
-            upload.start()
-            assert entered.wait(10)
+        def in_flight():
             (new,) = set(os.listdir(copies)) - {gone, kept}
             report = collect(rt.meta, rt.art, grace_s=600)
             assert new in os.listdir(copies) and new not in report["local_copies"]  # written a moment ago
-            go.set()
-            upload.join(10)
-        finally:
-            go.set()
-            rt.art.client.upload_file = original
-        assert out[0].status_code == 201 and out[0].json()["id"] == new
+            return new
+
+        uploaded, new = while_paused(rt.art.client, "upload_file", lambda: upload_csv(b, iris_csv()), in_flight)
+        assert uploaded.status_code == 201 and uploaded.json()["id"] == new
         report = collect(rt.meta, rt.art, grace_s=600, now=time.time() + 3600)
         assert report["local_copies"] == [gone] and not (copies / gone).exists()
         assert (copies / kept / "schema.json").exists() and (copies / new / "schema.json").exists()
