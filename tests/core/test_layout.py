@@ -99,24 +99,25 @@ def _module_level_imports(body):
                 yield from _module_level_imports(block)
 
 
-def _import_graph() -> dict[str, set[str]]:
-    """Module -> the core modules it imports at import time (``from pkg import sub``: the submodule)."""
+def _import_graph(nodes=lambda tree: _module_level_imports(tree.body)) -> dict[str, set[str]]:
+    """Module -> the core modules it imports (``from pkg import sub``: the submodule), by the import statements
+    ``nodes(tree)`` gives of each module's tree: by default those that run at import time."""
     names = {_module_name(p): p for p in MODULES}
     graph: dict[str, set[str]] = {m: set() for m in names}
     for mod, path in names.items():
         package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-        for node in _module_level_imports(MODULES[path].body):
+        for node in nodes(MODULES[path]):
             if isinstance(node, ast.Import):
                 graph[mod] |= {a.name for a in node.names if a.name in names}
-                continue
-            base = package[: len(package) - node.level + 1] if node.level else []
-            target = ".".join(base + (node.module.split(".") if node.module else []))
-            for alias in node.names:
-                sub = f"{target}.{alias.name}"
-                if sub in names:
-                    graph[mod].add(sub)
-                elif target in names:
-                    graph[mod].add(target)
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + (node.module.split(".") if node.module else []))
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if sub in names:
+                        graph[mod].add(sub)
+                    elif target in names:
+                        graph[mod].add(target)
     return graph
 
 
@@ -169,23 +170,7 @@ def test_no_import_cycle_among_core_modules():
 def _all_imports_graph() -> dict[str, set[str]]:
     """As ``_import_graph``, with the imports inside functions and under TYPE_CHECKING too (what a module can
     reach at all, not only at import time)."""
-    names = {_module_name(p): p for p in MODULES}
-    graph: dict[str, set[str]] = {m: set() for m in names}
-    for mod, path in names.items():
-        package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-        for node in ast.walk(MODULES[path]):
-            if isinstance(node, ast.Import):
-                graph[mod] |= {a.name for a in node.names if a.name in names}
-            elif isinstance(node, ast.ImportFrom):
-                base = package[: len(package) - node.level + 1] if node.level else []
-                target = ".".join(base + (node.module.split(".") if node.module else []))
-                for alias in node.names:
-                    sub = f"{target}.{alias.name}"
-                    if sub in names:
-                        graph[mod].add(sub)
-                    elif target in names:
-                        graph[mod].add(target)
-    return graph
+    return _import_graph(ast.walk)
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
