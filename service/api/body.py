@@ -211,11 +211,9 @@ class JSONBodyRoute(APIRoute):
             return handler
 
         async def app(request: Request):
-            if not _is_json(request.headers.get("content-type")):
-                return await handler(request)
             raw = await request.body()  # read once: FastAPI reads it from the request again
-            if len(raw) <= INLINE_BODY_BYTES:
-                return await handler(request)
+            if len(raw) <= INLINE_BODY_BYTES or not _is_json(request.headers.get("content-type")):
+                return await handler(request)  # small: FastAPI's own path, no content-type parsing here
             request._json = await run_in_threadpool(decode_validated, raw, field)
             try:
                 return await handler(request)
