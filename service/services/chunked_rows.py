@@ -129,21 +129,21 @@ def flat_numbers(raw: bytes, start: int, end: int) -> np.ndarray | None:
 
 def dumps_list(values: list) -> bytes:
     """``orjson.dumps(values)``, byte for byte, a slice at a time when the list is long."""
-    if len(values) <= _SLICE:
+    if len(values) <= SLICE:
         return orjson.dumps(values)
-    return b"[" + b",".join([orjson.dumps(values[i:i + _SLICE])[1:-1] for i in range(0, len(values), _SLICE)]) + b"]"
+    return b"[" + b",".join([orjson.dumps(values[i:i + SLICE])[1:-1] for i in range(0, len(values), SLICE)]) + b"]"
 
 
 def dumps(out: dict) -> bytes:
     """``orjson.dumps(out)``, byte for byte, with long lists encoded a slice at a time (an answer of 100,000
     predictions takes tens of milliseconds to encode at once)."""
-    if not any(type(v) is list and len(v) > _SLICE for v in out.values()):
+    if not any(type(v) is list and len(v) > SLICE for v in out.values()):
         return orjson.dumps(out)
     parts = [orjson.dumps(k) + b":" + (dumps_list(v) if type(v) is list else orjson.dumps(v)) for k, v in out.items()]
     return b"{" + b",".join(parts) + b"}"
 
 
-_SLICE = 4096  # list items encoded at a time
+SLICE = 4096  # list items encoded at a time
 
 
 class TooMany(Exception):

@@ -881,7 +881,7 @@ def _infer_plain(bundle, model_name: str, body: bytes, header_length: str | None
                 values = _as_text(values)
         elif plan.floats:
             values = [float(v) for v in values]
-        text = orjson.dumps(values) if shape[0] <= 4096 else chunked_rows.dumps_list(values)  # large: in slices
+        text = orjson.dumps(values) if shape[0] <= chunked_rows.SLICE else chunked_rows.dumps_list(values)
         return b"".join((head, text, plan.tail if rid is plan.rid else plan.tail_for(rid))), None, shape[0]
     results = _shared_plane(bundle, X, plan.wanted)
     if results is None:

@@ -84,7 +84,7 @@ def test_too_many_rows_stops_the_decoding():
 
 
 def test_long_answers_are_encoded_in_slices_byte_for_byte(monkeypatch):
-    monkeypatch.setattr(chunked_rows, "_SLICE", 7)
+    monkeypatch.setattr(chunked_rows, "SLICE", 7)
     rng = np.random.default_rng(1)
     for out in ({"predictions": rng.normal(size=50).tolist()},
                 {"predictions": ["x", 'q"'] * 20, "probabilities": rng.random((40, 2)).tolist(),
