@@ -1,26 +1,34 @@
 """The HTTP protocol ``orchard serve`` gives uvicorn: its httptools protocol plus header and body read timeouts.
 
 uvicorn bounds only the idle time between requests (keep-alive); a client that sends its headers or its body
-slowly (slowloris) would hold a connection forever. Each connection here has one deadline timer:
+slowly (slowloris) would hold a connection forever. The limits:
+
+* headers: ``header_timeout`` seconds from the connection or the previous answer until a request's headers are
+  complete; then the connection is closed (with a 408 if part of a request had arrived).
+* body: ``body_timeout`` seconds plus one second per ``BODY_MIN_RATE`` bytes received (large uploads on a slow
+  link keep going, a trickle does not: Apache's mod_reqtimeout rule) from the end of the headers. Time the server
+  itself holds the body back (reading paused because the app has not consumed it, or ``Expect: 100-continue``
+  not yet answered) does not count. Then a 408 problem+json with the request id, and the connection closed.
+
+They are enforced by one sweep per server (``_Sweep``), not by timers per request: every ``tick`` seconds (an
+eighth of the shorter timeout, between 0.05 s and 1 s) it reads each connection's phase from uvicorn's own
+state (its request/response cycle and flow control) and closes those that stayed in the same phase of the same
+request past its limit. A request then costs the protocol one added call (``data_received`` counts bytes);
+arming and cancelling two timers per request cost as much as a fifth of a single-row predict. A limit is
+enforced up to two ticks late (a phase is first seen at a tick).
 
 Requests uvicorn cannot parse get a problem+json 400 with a request id (uvicorn's own is plain text).
 
-* headers: armed when the connection opens and after each answer, cancelled when a request's headers are
-  complete; when it fires the connection is closed (with a 408 if part of a request had arrived).
-* body: armed when the headers are complete, cancelled when the body is; the client has
-  ``body_timeout`` seconds plus one second per ``BODY_MIN_RATE`` bytes received (large uploads on a slow link
-  keep going, a trickle does not: Apache's mod_reqtimeout rule). Time the server itself holds the body back
-  (reading paused because the app has not consumed it, or ``Expect: 100-continue`` not yet answered) does not
-  count. When it fires: a 408 problem+json with the request id, and the connection closed.
-
-A large body is read from the socket in steps of ``LARGE_BODY_RECV`` bytes instead of asyncio's 256 KiB once
-``LARGE_BODY_AFTER`` bytes of it have come: a quarter of the event loop's steps per megabyte of upload; small
-requests keep the default (no large buffer per read).
+On asyncio's own event loop (uvloop, the default, has its own read size), a read that fills the transport's
+256 KiB buffer switches the connection to reads of ``LARGE_BODY_RECV`` bytes, and a shorter read switches it
+back: a quarter of the event loop's steps per megabyte of upload, no large buffer per read for small requests.
 
 See docs/decisions/slow-clients-and-limits.md.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -28,8 +36,13 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .observability import new_request_id, valid_request_id
 
 BODY_MIN_RATE = 256 * 1024  # bytes per second of grace once the body timeout has passed
-LARGE_BODY_AFTER = 1 << 20  # body bytes after which the socket is read in larger steps
-LARGE_BODY_RECV = 1 << 20  # bytes per socket read then (asyncio's default: 256 KiB)
+FULL_READ = 256 * 1024  # asyncio's default bytes per socket read: a read this long means more is waiting
+LARGE_BODY_RECV = 1 << 20  # bytes per socket read while a large body streams in
+
+# a connection's phase, as the sweep sees it
+HEADERS = "headers"  # waiting for a request's headers (none yet, or the previous answer is complete)
+BODY = "body"  # the headers are complete, the body is arriving
+HELD = "held"  # the body is arriving but the server holds it back: the body's clock starts again
 
 
 def _raw_problem(status: int, title: str, detail: str, rid: bytes) -> bytes:
@@ -43,132 +56,115 @@ def _timeout_response(detail: str, rid: bytes) -> bytes:
     return _raw_problem(408, "Request Timeout", detail, rid)
 
 
+class _Sweep:
+    """Checks every connection of one uvicorn server against its phase's limit, every ``interval`` seconds while
+    the server has connections."""
+
+    def __init__(self, loop, connections: set, interval: float):
+        self.loop, self.connections, self.interval = loop, connections, interval
+        self._handle = None
+
+    def start(self) -> None:
+        if self._handle is None:
+            self._handle = self.loop.call_later(self.interval, self.tick)
+
+    def tick(self) -> None:
+        self._handle = None
+        now = self.loop.time()
+        for conn in list(self.connections):
+            check = getattr(conn, "check_deadline", None)
+            if check is not None:
+                check(now)
+        if self.connections:
+            self.start()
+
+
+_sweeps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # uvicorn's ServerState -> its _Sweep
+
+
 class TimedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with header and body read deadlines (class attributes, see ``timed_protocol``)."""
 
     header_timeout: float = 10.0
     body_timeout: float = 60.0
+    tick: float = 1.0  # seconds between the sweep's checks
 
-    # One timer per connection, moved lazily: arming a phase only records its due time and handler, and the timer,
-    # when it fires before that time, is set again for it. A request then costs no timer of its own (scheduling
-    # and cancelling two asyncio timers per request cost as much as a fifth of a single-row predict).
-    _deadline = None  # the connection's TimerHandle, or None
-    _due = None  # when the phase being timed runs out (loop time), or None when no phase is timed
-    _on_due = None  # its handler
-
-    # -- the timer ---------------------------------------------------------------------------------
-    def _arm(self, delay: float, handler) -> None:
-        due = self.loop.time() + delay
-        self._due, self._on_due = due, handler
-        timer = self._deadline
-        if timer is not None and timer.when() > due:  # set for later than this phase allows
-            timer.cancel()
-            timer = None
-        if timer is None:
-            self._deadline = self.loop.call_at(due, self._timer_fired)
-
-    def _disarm(self) -> None:
-        self._due = None  # the timer, if set, fires later and finds nothing to do
-
-    def _timer_fired(self) -> None:
-        self._deadline = None
-        due = self._due
-        if due is None:
-            return
-        if self.loop.time() >= due:
-            self._due = None
-            self._on_due()
-        else:
-            self._deadline = self.loop.call_at(due, self._timer_fired)
-
-    def _await_headers(self) -> None:
-        self._received_at_arm = self._received
-        self._arm(self.header_timeout, self._headers_timed_out)
+    _received = 0  # bytes received on the connection
+    _large_reads = False
 
     # -- uvicorn's protocol hooks ----------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
-        self._received = 0
-        self._large_reads = False
-        self._await_headers()
-
-    def connection_lost(self, exc) -> None:
-        self._due = None
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        super().connection_lost(exc)
+        # the first phase is timed from now, not from the sweep's first look
+        self._phase, self._phase_cycle, self._since, self._received_since = HEADERS, None, self.loop.time(), 0
+        sweep = _sweeps.get(self.server_state)
+        if sweep is None or sweep.loop is not self.loop:
+            sweep = _sweeps[self.server_state] = _Sweep(self.loop, self.connections, self.tick)
+        sweep.start()
 
     def data_received(self, data: bytes) -> None:
-        self._received += len(data)
+        n = len(data)
+        self._received += n
+        if n >= FULL_READ or self._large_reads:
+            self._read_size(n)
         super().data_received(data)
 
-    def on_headers_complete(self) -> None:
-        super().on_headers_complete()
-        self._body_started = self.loop.time()
-        self._body_bytes = 0
-        self._arm(self.body_timeout, self._body_timed_out)
-
-    def on_body(self, body: bytes) -> None:
-        self._body_bytes += len(body)
-        if self._body_bytes > LARGE_BODY_AFTER and not self._large_reads:
-            self._large_reads = True
-            try:
+    def _read_size(self, n: int) -> None:
+        """Large reads while reads fill the default buffer, the default again after a shorter one."""
+        large = n >= FULL_READ
+        if large == self._large_reads:
+            return
+        try:
+            if large:
                 self.transport.max_size = LARGE_BODY_RECV  # asyncio's selector transport reads this many per step
-            except AttributeError:  # another event loop's transport: its own read size
-                pass
-        super().on_body(body)
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._disarm()
-        self._default_reads()
-
-    def _default_reads(self) -> None:
-        if self._large_reads:
-            self._large_reads = False
-            getattr(self.transport, "__dict__", {}).pop("max_size", None)  # back to the class's default
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
-            self._await_headers()  # the next request's headers (uvicorn's keep-alive limits the idle time)
+            else:
+                self.transport.__dict__.pop("max_size", None)  # back to the class's default
+        except AttributeError:  # another event loop's transport (uvloop): its own read size
+            return
+        self._large_reads = large
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request it cannot parse, as problem+json with a request id like every other."""
-        self._disarm()
         self.transport.write(_raw_problem(400, "Bad Request", msg, new_request_id().encode()))
         self.transport.close()
 
     # -- deadlines ---------------------------------------------------------------------------------
-    def _headers_timed_out(self) -> None:
-        if self.transport.is_closing():
+    def check_deadline(self, now: float) -> None:
+        """The sweep's look at this connection (``now``: the loop's time): note a new phase, or end one that has
+        lasted past its limit."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
             return
-        if self._received > self._received_at_arm:  # part of a request came: say why it is dropped
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            phase = HEADERS
+        elif cycle.more_body and not cycle.response_started:
+            phase = HELD if self.flow.read_paused or cycle.waiting_for_100_continue else BODY
+        else:
+            phase = None  # the app has the request: no limit of the protocol's
+        if phase is not self._phase or cycle is not self._phase_cycle or phase is HELD:
+            self._phase, self._phase_cycle, self._since, self._received_since = phase, cycle, now, self._received
+        elif phase is HEADERS:
+            if now - self._since >= self.header_timeout:
+                self._headers_timed_out(self._received > self._received_since)
+        elif phase is BODY:
+            if now - self._since >= self.body_timeout + (self._received - self._received_since) / BODY_MIN_RATE:
+                self._body_timed_out(cycle)
+
+    def _headers_timed_out(self, partial: bool) -> None:
+        if partial:  # part of a request came: say why it is dropped
             self.transport.write(_timeout_response(
                 f"the request's headers did not arrive within {self.header_timeout:g} s "
                 "(ORCHARD_HEADER_TIMEOUT_S)", new_request_id().encode()))
         self.transport.close()
 
-    def _body_timed_out(self) -> None:
-        cycle = self.cycle
-        if self.transport.is_closing() or cycle is None or not cycle.more_body or cycle.response_started:
-            return
-        now = self.loop.time()
-        if self.flow.read_paused or cycle.waiting_for_100_continue:  # the server holds the body back
-            self._body_started = now - (self._body_bytes / BODY_MIN_RATE)
-            self._arm(self.body_timeout, self._body_timed_out)
-            return
-        deadline = self._body_started + self.body_timeout + self._body_bytes / BODY_MIN_RATE
-        if now < deadline:
-            self._arm(deadline - now, self._body_timed_out)
-            return
+    def _body_timed_out(self, cycle) -> None:
         rid = next((v for k, v in cycle.scope["headers"] if k == b"x-request-id"), None)
         if rid is None or not valid_request_id(rid):
             rid = new_request_id().encode()
         self.transport.write(_timeout_response(
-            f"the request's body did not arrive within {self.body_timeout:g} s (ORCHARD_BODY_TIMEOUT_S; received "
-            f"{self._body_bytes} bytes)", rid))
+            f"the request's body did not arrive within {self.body_timeout:g} s (ORCHARD_BODY_TIMEOUT_S, plus one "
+            f"second per {BODY_MIN_RATE // 1024} KiB received)", rid))
         cycle.response_started = cycle.response_complete = True  # the app's own answer, if any, is dropped
         cycle.disconnected = True
         cycle.message_event.set()  # the app waiting for the body sees the client gone
@@ -177,5 +173,6 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
 
 def timed_protocol(header_timeout: float, body_timeout: float) -> type[TimedHttpToolsProtocol]:
     """The protocol class for ``uvicorn.run(..., http=...)`` with these timeouts."""
+    tick = min(1.0, max(0.05, min(header_timeout, body_timeout) / 8))
     return type("OrchardHttpProtocol", (TimedHttpToolsProtocol,),
-                {"header_timeout": header_timeout, "body_timeout": body_timeout})
+                {"header_timeout": header_timeout, "body_timeout": body_timeout, "tick": tick})
