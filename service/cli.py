@@ -86,8 +86,9 @@ def cmd_serve(args) -> int:
     from .server import timed_protocol
 
     # header and body read timeouts at the protocol level (service/server.py): they hold for every route
+    # no `server: uvicorn` header on every answer: it names the software to anyone probing, and costs a header
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                log_config=None, access_log=False,
+                log_config=None, access_log=False, server_header=False,
                 http=timed_protocol(settings.header_timeout_s, settings.body_timeout_s))
     return 0
 
