@@ -3,7 +3,8 @@
 1. Single-row predict throughput and latency over HTTP for `logistic_regression` on breast_cancer, through /v1
    and through /v2 infer (one [1, 30] FP64 tensor, output `predict`; by model id, and by model name), measured
    with wrk on loopback, against a bare ASGI app (bench/_bare_asgi.py) that only decodes the JSON and runs
-   NumPy, in the same run, both served by one uvicorn process with the same options.
+   NumPy, in the same run, both served by one uvicorn process with the same options (no access log of uvicorn's,
+   no Server header), with the server's CPU time per request beside the throughput.
 2. Time from POST /v1/train to the job being `running` with an idle pool (server timestamps
    started_at - created_at, plus the client-observed time to the first `running` poll).
 
@@ -90,11 +91,20 @@ def _lua_bytes(raw: bytes) -> str:
     return '"' + "".join(f"\\{b:03d}" for b in raw) + '"'  # any byte, as a Lua escape
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: dict | None = None,
-        new_ids: bool = False) -> dict:
+        new_ids: bool = False, pid: int | None = None) -> dict:
     """wrk POSTing ``body`` (text: JSON; bytes: sent as they are) with ``headers`` (over a JSON content type).
     ``new_ids``: ``body`` holds the text ``REQUEST-ID`` once, replaced by another id in every request
-    (``req-1``, ``req-2``, ... per connection), as clients that number or draw their request ids send them."""
+    (``req-1``, ``req-2``, ... per connection), as clients that number or draw their request ids send them.
+    ``pid``: the server's process, whose CPU time per request is measured too (``cpu_us``): unlike throughput,
+    it does not count the time a shared machine gives to others."""
     headers = {"Content-Type": "application/json", **(headers or {})}
     raw = body.encode() if isinstance(body, str) else body
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
@@ -109,11 +119,14 @@ def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: d
         else:
             fh.write(f"wrk.body = {_lua_bytes(raw)}\n")
         script = fh.name
+    cpu0 = cpu_seconds(pid) if pid else 0.0
     out = subprocess.run(_pinned(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script, url],
                                  1),
                          capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
     os.unlink(script)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
 
     def pct(p):
         m = re.search(rf"\s{p}%\s+([\d.]+)(us|ms|s)", out)
@@ -121,7 +134,8 @@ def wrk(url: str, body: str | bytes, duration: int, connections: int, headers: d
         return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
 
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"rps": rps, "p50_ms": pct(50), "p99_ms": pct(99), "errors": int(non2xx.group(1)) if non2xx else 0}
+    return {"rps": rps, "p50_ms": pct(50), "p99_ms": pct(99), "errors": int(non2xx.group(1)) if non2xx else 0,
+            "cpu_us": cpu * 1e6 / requests}
 
 
 def upload_breast_cancer(c: httpx.Client, data) -> str:
@@ -223,7 +237,7 @@ def main_callgrind(args, data, env, server_env) -> None:
             cg_env, f"/v1/models/{mid}/predict", body, "/health/live")
         bare, b_start = callgrind_per_request(
             [py, "-m", "uvicorn", "bench._bare_asgi:app", "--port", "{port}", "--log-level", "warning",
-             "--no-access-log"], dict(env, **CALLGRIND_ENV), "/", body, "/")
+             "--no-access-log", "--no-server-header"], dict(env, **CALLGRIND_ENV), "/", body, "/")
     o_app = callgrind_app_calls("orchard", cg_env, tmp, mid, body)
     v2_app = callgrind_app_calls("orchard-v2", cg_env, tmp, mid, v2_json)
     v2b_app = callgrind_app_calls("orchard-v2", cg_env, tmp, mid, v2_binary, header_length=header_length)
@@ -329,7 +343,7 @@ def main() -> None:
         assert c.post(f"/v1/models/{mid}/predict", json=row).status_code == 200
         bport = free_port()
         bare = start([sys.executable, "-m", "uvicorn", "bench._bare_asgi:app", "--port", str(bport),
-                      "--log-level", "warning", "--no-access-log"], env)
+                      "--log-level", "warning", "--no-access-log", "--no-server-header"], env)  # as orchard serve
         wait_http(f"http://127.0.0.1:{bport}/", 30)
         o_url, b_url = f"{base}/v1/models/{mid}/predict", f"http://127.0.0.1:{bport}/"
         v2_url, v2n_url = f"{base}/v2/models/{mid}/infer", f"{base}/v2/models/bench-{args.runs - 1}/infer"  # id, name
@@ -349,12 +363,13 @@ def main() -> None:
         wrk(v2_url, v2_ids, 2, args.connections, new_ids=True)
         rounds = []
         for _ in range(args.rounds):
-            rounds.append((wrk(o_url, body, args.duration, args.connections),
-                           wrk(b_url, body, args.duration, args.connections),
-                           wrk(v2_url, v2_body, args.duration, args.connections),
-                           wrk(v2_url, v2_bin, args.duration, args.connections, bin_headers),
-                           wrk(v2_url, v2_ids, args.duration, args.connections, new_ids=True),
-                           wrk(v2n_url, v2_body, args.duration, args.connections)))
+            o, b = server.pid, bare.pid
+            rounds.append((wrk(o_url, body, args.duration, args.connections, pid=o),
+                           wrk(b_url, body, args.duration, args.connections, pid=b),
+                           wrk(v2_url, v2_body, args.duration, args.connections, pid=o),
+                           wrk(v2_url, v2_bin, args.duration, args.connections, bin_headers, pid=o),
+                           wrk(v2_url, v2_ids, args.duration, args.connections, new_ids=True, pid=o),
+                           wrk(v2n_url, v2_body, args.duration, args.connections, pid=o)))
     finally:
         stop(server)
         if bare is not None:
@@ -383,6 +398,12 @@ def main() -> None:
           f"{statistics.median(ratios[1]):.2f}, /v2 binary {statistics.median(ratios[2]):.2f} (target >= 0.80 each); "
           f"/v2 JSON with a new id in each request {statistics.median(ratios[3]):.2f}, /v2 JSON by model name "
           f"{statistics.median(ratios[4]):.2f}; the five answered the same predictions")
+    print("\nserver CPU time per request (user + system, all threads; median over the rounds): "
+          + ", ".join(f"{label} {statistics.median(r[i]['cpu_us'] for r in rounds):.1f} us" for i, label in
+                      ((0, "/v1"), (2, "/v2 JSON"), (3, "/v2 binary"), (1, "bare")))
+          + "; bare / this: " + ", ".join(
+              f"{label} {statistics.median(r[1]['cpu_us'] / r[i]['cpu_us'] for r in rounds):.2f}" for i, label in
+              ((0, "/v1"), (2, "/v2 JSON"), (3, "/v2 binary"))))
     print(f"\n## POST /v1/train -> running, idle pool ({args.runs} runs)\n")
     print(f"server timestamps (started_at - created_at): median {statistics.median(server_ms):.1f} ms, "
           f"max {max(server_ms):.1f} ms (target < 100 ms)")
