@@ -10,12 +10,14 @@ slowly (slowloris) would hold a connection forever. The limits:
   itself holds the body back (reading paused because the app has not consumed it, or ``Expect: 100-continue``
   not yet answered) does not count. Then a 408 problem+json with the request id, and the connection closed.
 
-They are enforced by one sweep per server (``_Sweep``), not by timers per request: every ``tick`` seconds (an
-eighth of the shorter timeout, between 0.05 s and 1 s) it reads each connection's phase from uvicorn's own
-state (its request/response cycle and flow control) and closes those that stayed in the same phase of the same
-request past its limit. A request then costs the protocol one added call (``data_received`` counts bytes);
-arming and cancelling two timers per request cost as much as a fifth of a single-row predict. A limit is
-enforced up to two ticks late (a phase is first seen at a tick).
+They are enforced by one sweep per server (``_Sweep``), not by timers per request: every eighth of the shortest
+limit (between 0.05 s and 1 s) it reads each connection's phase from uvicorn's own state (its request/response
+cycle and flow control) and closes those that stayed in the same phase of the same request past its limit. The
+sweep also closes a connection left idle after an answer for uvicorn's keep-alive timeout (``timeout_keep_alive``,
+5 s), which uvicorn itself enforces with a timer armed after every answer and cancelled by the next request. A
+request then costs the protocol one added call (``data_received`` counts bytes) and no timer: per-request timers
+cost as much as a fifth of a single-row predict. A limit is enforced up to two ticks late (a phase is first
+seen at a tick).
 
 Requests uvicorn cannot parse get a problem+json 400 with a request id (uvicorn's own is plain text).
 
@@ -87,7 +89,6 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
 
     header_timeout: float = 10.0
     body_timeout: float = 60.0
-    tick: float = 1.0  # seconds between the sweep's checks
 
     _received = 0  # bytes received on the connection
     _large_reads = False
@@ -99,7 +100,8 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         self._phase, self._phase_cycle, self._since, self._received_since = HEADERS, None, self.loop.time(), 0
         sweep = _sweeps.get(self.server_state)
         if sweep is None or sweep.loop is not self.loop:
-            sweep = _sweeps[self.server_state] = _Sweep(self.loop, self.connections, self.tick)
+            shortest = min(self.header_timeout, self.body_timeout, self.timeout_keep_alive)
+            sweep = _sweeps[self.server_state] = _Sweep(self.loop, self.connections, min(1.0, max(0.05, shortest / 8)))
         sweep.start()
 
     def data_received(self, data: bytes) -> None:
@@ -123,6 +125,14 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._large_reads = large
 
+    def on_response_complete(self) -> None:
+        """uvicorn's, without its keep-alive timer: the sweep closes idle connections (``check_deadline``)."""
+        if self.pipeline or self.transport.is_closing():
+            super().on_response_complete()  # starts the next pipelined request (uvicorn arms no timer then)
+            return
+        self.server_state.total_requests += 1
+        self.flow.resume_reading()
+
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request it cannot parse, as problem+json with a request id like every other."""
         self.transport.write(_raw_problem(400, "Bad Request", msg, new_request_id().encode()))
@@ -145,14 +155,19 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         if phase is not self._phase or cycle is not self._phase_cycle or phase is HELD:
             self._phase, self._phase_cycle, self._since, self._received_since = phase, cycle, now, self._received
         elif phase is HEADERS:
-            if now - self._since >= self.header_timeout:
-                self._headers_timed_out(self._received > self._received_since)
+            waited = now - self._since
+            if self._received > self._received_since:  # part of a request came: say why it is dropped
+                if waited >= self.header_timeout:
+                    self._headers_timed_out(True)
+            elif waited >= (self.header_timeout if cycle is None else  # idle: before any request, or after one
+                            min(self.header_timeout, self.timeout_keep_alive)):
+                self._headers_timed_out(False)
         elif phase is BODY:
             if now - self._since >= self.body_timeout + (self._received - self._received_since) / BODY_MIN_RATE:
                 self._body_timed_out(cycle)
 
     def _headers_timed_out(self, partial: bool) -> None:
-        if partial:  # part of a request came: say why it is dropped
+        if partial:
             self.transport.write(_timeout_response(
                 f"the request's headers did not arrive within {self.header_timeout:g} s "
                 "(ORCHARD_HEADER_TIMEOUT_S)", new_request_id().encode()))
@@ -173,6 +188,5 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
 
 def timed_protocol(header_timeout: float, body_timeout: float) -> type[TimedHttpToolsProtocol]:
     """The protocol class for ``uvicorn.run(..., http=...)`` with these timeouts."""
-    tick = min(1.0, max(0.05, min(header_timeout, body_timeout) / 8))
     return type("OrchardHttpProtocol", (TimedHttpToolsProtocol,),
-                {"header_timeout": header_timeout, "body_timeout": body_timeout, "tick": tick})
+                {"header_timeout": header_timeout, "body_timeout": body_timeout})

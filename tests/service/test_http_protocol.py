@@ -133,6 +133,30 @@ def test_the_header_limit_starts_again_after_each_answer(loop):
     assert transport.closed and transport.written.startswith(b"HTTP/1.1 408 ")
 
 
+def test_an_idle_connection_after_an_answer_is_closed_at_the_keep_alive_timeout_with_no_timer_per_answer(loop):
+    protocol, transport = connect(loop, App())
+    assert protocol.timeout_keep_alive == 5
+    protocol.data_received(request(body=b"x"))
+    settle(loop)
+    assert transport.written.endswith(b"ok")
+    assert protocol.timeout_keep_alive_task is None  # uvicorn's own timer is not armed after the answer
+    t = protocol.loop.time()
+    protocol.check_deadline(t)
+    protocol.check_deadline(t + 4.9)
+    assert not transport.closed
+    written = transport.written
+    protocol.check_deadline(t + 5)
+    assert transport.closed and transport.written == written  # closed silently
+
+
+def test_pipelined_requests_are_answered_in_order(loop):
+    protocol, transport = connect(loop, App())
+    protocol.data_received(request(path=b"/a", body=b"1") + request(path=b"/b", body=b"2") + request(body=b"3"))
+    settle(loop)
+    assert transport.written.count(b"HTTP/1.1 200 OK") == 3 and not transport.closed
+    assert protocol.server_state.total_requests == 3
+
+
 def test_a_trickled_body_gets_a_408_with_its_request_id_and_the_app_sees_a_disconnect(loop):
     protocol, transport = connect(loop, App())
     protocol.data_received(request(body=b"abc", length=100_000, headers=b"x-request-id: trickle-1\r\n"))
@@ -216,7 +240,7 @@ def test_one_sweep_per_server_checks_every_connection_and_stops_with_the_last(lo
 
     sweep = _sweeps[first.server_state]
     assert sweep.connections is first.connections and len(sweep.connections) == 2
-    assert sweep.interval == 1.0  # an eighth of the shorter limit, at most 1 s
+    assert sweep.interval == 5 / 8  # an eighth of the shortest limit (uvicorn's keep-alive timeout, 5 s)
     looked = []
     for p in (first, second):
         p.check_deadline = looked.append
