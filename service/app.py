@@ -126,7 +126,7 @@ class OrchardApp(FastAPI):
                         self._door_paths.clear()
                     self._door_paths[path] = door
             if door is not None:
-                return await self.predict_front_door(scope, receive, send, *door)
+                return await self.predict_front_door(scope, receive, send, door[0], door[1])
         await super().__call__(scope, receive, send)
 
 

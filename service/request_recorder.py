@@ -37,6 +37,7 @@ _FIRST = itemgetter(0)
 # the latency histogram's bounds (seconds; Prometheus' le) and the same in whole microseconds
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _BUCKETS_US = tuple(round(b * 1e6) for b in BUCKETS)
+_MILLIS = tuple(b".%03dZ" % i for i in range(1000))  # a timestamp's milliseconds and its end
 
 
 class _Texts(dict):
@@ -251,13 +252,19 @@ class RequestRecorder:
         second = self._second
         if second[0] != sec:
             second = self._second = (sec, b'{"ts":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode())
-        return self._kept(self._stamps, ms, b"%s.%03dZ" % (second[1], frac))
+        stamps = self._stamps  # made once per millisecond: _kept inline, the fraction's text made once
+        if len(stamps) >= self.TEXTS_MAX:
+            stamps.clear()
+        text = stamps[ms] = second[1] + _MILLIS[frac]
+        return text
 
     def _duration_text(self, us: int) -> bytes:
         """``duration_ms`` as JSON writes ``us / 1000``; kept below 20 ms (at most 20,000 texts, ~1 MB; slower
         requests are rarer and made each time)."""
         text = orjson.dumps(us / 1000)
-        return self._kept(self._durations, us, text, False) if us < 20_000 else text
+        if us < 20_000:
+            self._durations[us] = text  # _kept, unbounded, inline
+        return text
 
     def _size_text(self, nbytes: int) -> bytes:
         """``,"bytes":<n>,"client":"``."""

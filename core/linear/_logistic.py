@@ -346,9 +346,9 @@ class LogisticModel(Classifier):
             # one row (the service's single-row predict): linear_scores' product, its sum with the intercept in
             # Python floats (the same IEEE addition as NumPy's) and binary_labels' choice, without the
             # finiteness pass over X: a finite product means a finite row
-            s = float(X.dot(self.coef_[0])[0])
+            s = X.dot(self.coef_[0]).item()  # item(): the Python float, as float(...[0]) gives it, in one call
             if math.isfinite(s):
-                k = 1 if s + float(self.intercept_[0]) > 0 else 0
+                k = 1 if s + self.intercept_.item(0) > 0 else 0
                 return self.classes_[k:k + 1].copy()
         Z = self.decision_function(X)
         if self.multi_class_ == "binary":

@@ -47,12 +47,13 @@ def streamed_too_large(limit: int) -> TooLarge:
     return TooLarge(f"the body exceeds the limit of {limit} bytes (ORCHARD_MAX_BODY_BYTES)")
 
 
-async def read_body(receive, limit: int, *, join: bool = True) -> bytes | Body | None:
+async def read_body(receive, limit: int, *, join: bool = True, first: dict | None = None) -> bytes | Body | None:
     """The whole body (chunks joined once: never ``body += chunk``, quadratic), or None when the client went
     away before sending it. Raises ``TooLarge`` past ``limit`` bytes (the declared length is the caller's
     ``check_declared``, done before anything is read). ``join=False``: a body that came in several chunks is
-    returned as a ``Body`` to join later, e.g. on a worker thread (joining megabytes takes milliseconds)."""
-    msg = await receive()
+    returned as a ``Body`` to join later, e.g. on a worker thread (joining megabytes takes milliseconds).
+    ``first``: the first message, when the caller received it already."""
+    msg = await receive() if first is None else first
     if msg["type"] == "http.disconnect":
         return None
     body = msg.get("body", b"")

@@ -30,13 +30,16 @@ from ..errors import ProblemError, invalid, problem_response, v2_error_response
 from ..observability import new_request_id, request_id_var, valid_request_id
 from ..services import oip
 from ..services.inference import INLINE_BODY_BYTES
-from .body import Body, check_declared, check_media, read_body
+from .body import Body, check_declared, check_media, read_body, streamed_too_large
 
 log = logging.getLogger("orchard")
 ROUTE = "/v1/models/{model_id}/predict"  # the metrics' route templates
 ROUTE_V2 = "/v2/models/{model_name}/infer"
 _JSON = b"application/json"
 _OCTETS = b"application/octet-stream"
+
+_LENGTHS_MAX = 4096
+_LENGTHS = tuple(b"%d" % n for n in range(_LENGTHS_MAX))  # Content-Length values of small answers, made once
 
 Guard = Callable[[dict], "ProblemError | Response | None"]
 
@@ -73,6 +76,9 @@ class PredictFrontDoor:
         self.plane = None  # set by the app's lifespan
         self.record = recorder.record  # metrics + access log of one request
         self.limit = body_limit
+        # a Content-Length value shorter than the limit's digits cannot exceed it (int() reads at most one digit
+        # per character): only a longer one is parsed (check_declared)
+        self.limit_digits = len(str(body_limit))
         self.guards = tuple(guards)
         self.on_rows = on_rows
 
@@ -110,18 +116,27 @@ class PredictFrontDoor:
                 plane = self.authorize(scope, self.plane or self.get_plane())  # key (401/403/429), its project
                 if ctype is not None and ctype != _JSON and hlen is None:  # 415 unless JSON (or binary tensors)
                     check_media(_media_type(ctype), v2=v2)
-                if declared is not None:
+                if declared is not None and len(declared) >= self.limit_digits:
                     check_declared(declared, self.limit)
-                body = await read_body(receive, self.limit, join=False)  # a large body is joined off the loop
-                if body is None:
-                    status = 499  # the client went away before sending its body
-                    return
+                msg = await receive()
+                if msg["type"] == "http.request" and not msg.get("more_body", False):  # the whole body at once
+                    body = msg.get("body", b"")
+                    if len(body) > self.limit:
+                        raise streamed_too_large(self.limit)
+                else:  # a large body is joined off the loop
+                    body = await read_body(receive, self.limit, join=False, first=msg)
+                    if body is None:
+                        status = 499  # the client went away before sending its body
+                        return
                 if v2:
-                    bundle = plane.peek_named(name)  # a cached model by id, or by a name resolved before
-                    if bundle is None:  # cold, or a name to resolve: looked up and loaded on a worker thread
-                        bundle = await plane.amodel_named(name)
+                    bundle = plane.cache.peek(name)  # a cached model by id (peek_named's first look, inline)
+                    if bundle is None:
+                        bundle = plane.peek_named(name)  # or by a name resolved before
+                        if bundle is None:  # cold, or a name to resolve: looked up and loaded on a worker thread
+                            bundle = await plane.amodel_named(name)
                     if len(body) <= INLINE_BODY_BYTES:
-                        data, json_len, n = plane.infer(bundle, name, _bytes(body), hlen)
+                        data, json_len, n = plane.infer(bundle, name, body if type(body) is bytes else body.join(),
+                                                        hlen)
                     else:
                         data, json_len, n = await run_in_threadpool(_infer_joined, plane, bundle, name, body, hlen)
                 else:
@@ -131,7 +146,7 @@ class PredictFrontDoor:
                     if bundle is None:  # cold: loaded on a worker thread, never on the event loop
                         bundle = await plane.amodel(name)
                     if len(body) <= INLINE_BODY_BYTES:
-                        data, n = plane.predict(bundle, _bytes(body))
+                        data, n = plane.predict(bundle, body if type(body) is bytes else body.join())
                     else:  # joined, decoded, predicted and encoded on a worker thread
                         data, n = await run_in_threadpool(_predict_joined, plane, bundle, body)
                     json_len = None
@@ -140,14 +155,16 @@ class PredictFrontDoor:
                 return
             if self.on_rows is not None:
                 self.on_rows("v2" if v2 else "v1", bundle.model_id, n, 200)
+            sent = len(data)
+            size = _LENGTHS[sent] if sent < _LENGTHS_MAX else b"%d" % sent
             if json_len is None:
-                headers = [(b"content-type", _JSON), (b"content-length", b"%d" % len(data)), rid_header]
+                headers = [(b"content-type", _JSON), (b"content-length", size), rid_header]
             else:
-                headers = [(b"content-type", _OCTETS), (b"content-length", b"%d" % len(data)), rid_header,
+                headers = [(b"content-type", _OCTETS), (b"content-length", size), rid_header,
                            (b"inference-header-content-length", b"%d" % json_len)]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": data})
-            status, nbytes = 200, len(data)
+            status, nbytes = 200, sent
         finally:
             self.record(scope, ROUTE_V2 if v2 else ROUTE, status, perf_counter_ns() - start, nbytes, rid_header[1])
             request_id_var.reset(token)

@@ -253,7 +253,9 @@ class ModelBundle:
                 out["probabilities"] = proba.tolist()
                 out["classes"] = self._label_values(est.classes_)
             else:
-                out["predictions"] = self._label_values(est.predict(X))
+                labels = est.predict(X)  # _label_values, inline: the single-row path's last step
+                out["predictions"] = (labels.tolist() if self._plain_labels and type(labels) is np.ndarray
+                                      else _labels(labels))
         elif self.task == "regression":
             if return_std and getattr(est, "has_predict_std", False):
                 mean, std = est.predict(X, return_std=True)
