@@ -29,13 +29,18 @@ class FusedSplits:
         C = 3 if unit else 4
         cs = np.empty((C, nU + 1))
         cs[:, 0] = 0.0
-        cs[:3, 1:] = st
-        if not unit:
-            cs[3, 1:] = cnt
         seg_start, seg_id, seg_end = _segments(seg)
         bent, bidx = _block_bases(seg, mf, block_nodes, seg_start)  # bidx: column of cs before the segment
-        for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
-            np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
+        if bent is None:  # one block: the cumulative sums written straight into the buffer (no copy first)
+            np.cumsum(st, axis=1, out=cs[:3, 1:])
+            if not unit:
+                np.cumsum(cnt, out=cs[3, 1:])
+        else:
+            cs[:3, 1:] = st
+            if not unit:
+                cs[3, 1:] = cnt
+            for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
+                np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
         nS = seg_start.size
         # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
         LR = np.empty((C, 2 * nU + nS))
