@@ -64,7 +64,7 @@ def squared_error_impurity(W, Wy, Wy2) -> np.ndarray:
         np.subtract(Wy2, out, out=out)
         out /= W
         np.maximum(out, 0.0, out=out)
-        out[~(W > 0)] = 0.0
+        np.copyto(out, 0.0, where=~(W > 0))  # (faster than a boolean-mask assignment)
     return out
 
 

@@ -29,13 +29,18 @@ class FusedSplits:
         C = 3 if unit else 4
         cs = np.empty((C, nU + 1))
         cs[:, 0] = 0.0
-        cs[:3, 1:] = st
-        if not unit:
-            cs[3, 1:] = cnt
         seg_start, seg_id, seg_end = _segments(seg)
         bent, bidx = _block_bases(seg, mf, block_nodes, seg_start)  # bidx: column of cs before the segment
-        for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
-            np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
+        if bent is None:  # one block: the cumulative sums written straight into the buffer (no copy first)
+            np.cumsum(st, axis=1, out=cs[:3, 1:])
+            if not unit:
+                np.cumsum(cnt, out=cs[3, 1:])
+        else:
+            cs[:3, 1:] = st
+            if not unit:
+                cs[3, 1:] = cnt
+            for a, b in _blocks(bent, nU):  # each block its own cumulative sums (the same numbers as the block alone)
+                np.cumsum(cs[:, a + 1 : b + 1], axis=1, out=cs[:, a + 1 : b + 1])
         nS = seg_start.size
         # columns [0, nU): left totals; [nU, 2 nU): right totals; [2 nU, 2 nU + nS): segment totals
         LR = np.empty((C, 2 * nU + nS))
@@ -54,7 +59,7 @@ class FusedSplits:
         if unit and msl <= 1:
             # every entry holds a row, so the left count is >= 1, and so is the right one but at a segment's
             # last entry (which _fused_gain rules out)
-            count_ok = np.ones(nU, dtype=bool)
+            count_ok = None
         else:
             kc = 0 if unit else 3  # the count channel
             count_ok = LR[kc, :nU] >= msl
@@ -72,8 +77,7 @@ class FusedSplits:
                 F = np.where(Wnode > 0, Wk_seg / Wnode, 0.0).take(seg_id)
             gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
         del F, impK, impL, impR, imp
-        valid = np.isfinite(gain)  # (no valid entry: _simple_best finds no split)
-        return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
+        return self._simple_best(nodes, feats, seg, code, gain, seg_start, seg_id, enode_seg, WL, Wk)
 
     def _simple_class_splits(self, nodes, feats, seg, code, cnt, st, rows, block_nodes) -> Splits | None:
         """``_entry_scores`` and ``_best_splits`` for gini and entropy on numeric features without missing
@@ -115,7 +119,7 @@ class FusedSplits:
         Wk = tot @ onesS
         if unit:  # the left and right counts are WL and Wk - WL
             if msl <= 1:  # every entry holds a row; a segment's last entry is ruled out by _fused_gain
-                count_ok = np.ones(nU, dtype=bool)
+                count_ok = None
             else:
                 count_ok = WL >= msl
                 count_ok &= (Wk - WL) >= msl
@@ -136,12 +140,14 @@ class FusedSplits:
                 del Wnode
             gain = _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, positive=unit)
             del F, impK, impL, impR
-        valid = np.isfinite(gain)  # (no valid entry: _simple_best finds no split)
-        return self._simple_best(nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk)
+        return self._simple_best(nodes, feats, seg, code, gain, seg_start, seg_id, enode_seg, WL, Wk)
 
-    def _simple_best(self, nodes, feats, seg, code, gain, valid, seg_start, seg_id, enode_seg, WL, Wk):
-        """The fused paths' best split per node (``_best_splits`` without gain ratio or categories)."""
-        mf, binned = self.mf, self.binned
+    def _simple_best(self, nodes, feats, seg, code, gain, seg_start, seg_id, enode_seg, WL, Wk):
+        """The fused paths' best split per node (``_best_splits`` without gain ratio or categories).  ``gain``
+        holds no NaN: an allowed entry's gain is finite, any other -inf (``_fused_gain``), so an entry at least
+        as large as a finite node maximum is valid (the general path's ``& valid`` changes nothing), and a node
+        whose maximum is -inf has no split."""
+        mf = self.mf
         nU = seg.size
         # best entry per node: the first entry with the node's largest gain
         seg_node = enode_seg
@@ -152,7 +158,6 @@ class FusedSplits:
         node_id_of = np.add.accumulate(node_new, dtype=np.intp).take(seg_id)
         node_id_of -= 1
         is_top = gain >= gbest.take(node_id_of)
-        is_top &= valid
         best_entry = np.minimum.reduceat(np.where(is_top, np.arange(nU), nU), node_start)
         has = best_entry < nU
         has &= gbest >= -1e-12
@@ -166,8 +171,9 @@ class FusedSplits:
             (np.ascontiguousarray(feats).reshape(-1)).take(bseg)
         bcode = code.take(be)
         ncode = code.take(be + 1)  # a valid entry has a next bin in its segment
-        hi = binned.bin_hi[bfeat, bcode]
-        lo = binned.bin_lo[bfeat, ncode]
+        fb = bfeat * self.bin_width  # flat (feature, bin) indices of the bin values (one take each)
+        hi = self.bin_hi_flat.take(fb + bcode)
+        lo = self.bin_lo_flat.take(fb + ncode)
         thr = hi + lo
         thr *= 0.5
         guard = thr >= lo
@@ -242,14 +248,16 @@ def _blocks(bent, n: int) -> list[tuple[int, int]]:
 def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, *, positive: bool = False):
     """The fused paths' weighted impurity decrease per entry, ``F (imp_K - (W_L imp_L + W_R imp_R) / W_K)``, and
     -inf where the split is not allowed (too few rows a side, an empty side, a segment's last entry); in place on
-    ``count_ok``. The same operations in the same order as ``_entry_scores``; ``F`` None: 1.0 (no product);
-    ``positive``: ``count_ok`` implies weights > 0 on both sides (unit weights)."""
+    ``count_ok`` (None: every entry allowed but a segment's last). The same operations in the same order as
+    ``_entry_scores``; ``F`` None: 1.0 (no product); ``positive``: ``count_ok`` implies weights > 0 on both sides
+    (unit weights)."""
     WR = Wk - WL
     num_ok = count_ok
-    num_ok[seg_end] = False  # the last entry of a segment has no next bin
-    if not positive:
-        num_ok &= WL > 0
-        num_ok &= WR > 0
+    if num_ok is not None:
+        num_ok[seg_end] = False  # the last entry of a segment has no next bin
+        if not positive:
+            num_ok &= WL > 0
+            num_ok &= WR > 0
     gain = WL * impL
     impR *= WR  # impR is not read again
     gain += impR
@@ -257,6 +265,9 @@ def _fused_gain(count_ok, seg_end, WL, Wk, impK, impL, impR, F, *, positive: boo
     np.subtract(impK, gain, out=gain)
     if F is not None:
         gain *= F
+    if num_ok is None:  # every entry allowed but a segment's last
+        gain[seg_end] = -np.inf
+        return gain
     np.invert(num_ok, out=num_ok)
     np.copyto(gain, -np.inf, where=num_ok)
     return gain

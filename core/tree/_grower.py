@@ -81,8 +81,10 @@ class TreeGrower:
             if not keep.all() and keep.any():
                 rows, w = rows[keep], w[keep]
             if self.regression:
-                self.offset[t] = float(np.average(yv[rows], weights=w)) if w.sum() > 0 else 0.0
-                r_y.append(yv[rows] - self.offset[t])
+                y_t, W_t = yv.take(rows), w.sum()
+                # np.average(y_t, weights=w), as it computes it: the sum of the products over the sum of weights
+                self.offset[t] = float(np.multiply(y_t, w).sum() / W_t) if W_t > 0 else 0.0
+                r_y.append(y_t - self.offset[t])
             r_s.append(rows)
             r_w.append(w)
         sizes = np.array([r.size for r in r_s], dtype=np.intp)

@@ -123,6 +123,10 @@ class Splitter(FusedSplits):
         self.key_span = int(self.width.sum())
         self.key_feat = np.repeat(np.arange(self.n_features, dtype=np.intp), self.width)
         self.key_bin = np.arange(self.key_span, dtype=np.intp) - np.repeat(self.key_base, self.width)
+        # the bin values as flat arrays: (feature, bin) read as feature * bin_width + bin (fused paths)
+        self.bin_width = binned.bin_hi.shape[1]
+        self.bin_hi_flat = np.ascontiguousarray(binned.bin_hi).reshape(-1)
+        self.bin_lo_flat = np.ascontiguousarray(binned.bin_lo).reshape(-1)
 
     # ------------------------------------------------------------------ level
     def choose_features(self, cand: np.ndarray, node_tree: np.ndarray) -> np.ndarray:
@@ -353,7 +357,9 @@ class Splitter(FusedSplits):
                 del inv
             comb = flat = None
             if keyed:  # (node * mf + slot, bin) of every entry, read from its key
-                ns, rem = np.divmod(U, self.key_span)
+                ns = U // self.key_span  # (a scalar floor division: faster than np.divmod, the same numbers)
+                rem = ns * self.key_span
+                np.subtract(U, rem, out=rem)
                 ns *= mf
                 ns += self.key_feat.take(rem)
                 return ns, self.key_bin.take(rem), cnt, st, K

@@ -140,7 +140,8 @@ class Tree:
         owner = np.repeat(np.arange(internal.size), counts)
         child_sum = np.bincount(owner, weights=contrib, minlength=internal.size)
         dec = Wi[internal] - child_sum
-        np.add.at(imp, self.feature[internal], dec)
+        # per feature, the decreases added in node order from 0.0 (the sums of ``np.add.at``, faster)
+        imp = np.bincount(self.feature[internal], weights=dec, minlength=n_features)
         return np.maximum(imp, 0.0)
 
 
