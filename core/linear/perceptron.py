@@ -60,7 +60,7 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
     Xa[:, :d] = X
     Xa[:, d] = 1.0 if p["fit_intercept"] else 0.0
     WA = np.zeros((m, d + 1))  # [W[j], b[j]] of each problem
-    scan = _Scan(Xa, T, p["eta0"] * s, m)
+    scan = _Scan(Xa, T, p["eta0"] * s, m, losses=tol is not None)
     n_iter = 0
     for n_iter in range(1, p["max_iter"] + 1):
         if p["shuffle"]:
@@ -102,8 +102,10 @@ class _Scan:
     sample-by-sample loop computes (``W @ x``: a dot product for one problem, a matrix-vector product with all
     ``m`` rows of ``W`` for several)."""
 
-    def __init__(self, Xa, T, scale, m):
+    def __init__(self, Xa, T, scale, m, losses=True):
         n, d1 = Xa.shape
+        # the epoch's loss only feeds the ``tol`` stopping rule: without it the mistakes' exact margins are not needed
+        self.losses = losses
         d = d1 - 1
         size = min(_BLOCK, n)
         self.Xa, self.Tt, self.scale, self.m, self.d = Xa, np.ascontiguousarray(T.T), scale, m, d
@@ -203,6 +205,10 @@ class _Scan:
         np.take(self.U, at, axis=0, out=P[1:], mode="clip")
         P[1:] *= tp[:, None]  # u [x, 1] with u = eta0 s t: the products of u * x (t = +-1 is exact)
         C = np.add.accumulate(P, axis=0, out=self.C[: k + 1])
+        mistakes[j] += k
+        if not self.losses:
+            wa[:] = C[k]
+            return
         dots = self._margins(C[:k], np.take(self.Xb, at, axis=0)[:, :d], j)
         margins = (dots + C[:k, d]) * tp
         total = float(loss[j])
@@ -211,7 +217,6 @@ class _Scan:
                 raise AssertionError("perceptron block scan: a pending update is not a mistake")
             total -= mg
         loss[j] = total
-        mistakes[j] += k
         wa[:] = C[k]
 
     def _flush_block(self, WA, block_pending, TB, loss, mistakes):
@@ -224,32 +229,35 @@ class _Scan:
             self._flush(WA[j], pending, TB[q], j, loss, mistakes)
             return
         d = self.d
-        ks = [len(pend) for _, _, pend in block_pending]
-        nq, kmax = len(ks), max(ks)
-        qs = np.array([q for q, _, _ in block_pending])
-        js = np.array([j for _, j, _ in block_pending])
-        at = np.array([r for _, _, pend in block_pending for r in pend])
-        slot = np.repeat(np.arange(nq), ks)  # the stack's problem of each update
-        step = np.arange(len(at)) - np.repeat(np.cumsum(ks) - ks, ks) + 1  # its position 1..k in it
-        tp = TB[qs[slot], at]
-        P = np.zeros((nq, kmax + 1, self.d + 1))
+        nq = len(block_pending)
+        ks, js, at = [], [], []  # per problem: its number of updates and index; the updates' block rows
+        for _, j, pend in block_pending:
+            ks.append(len(pend))
+            js.append(j)
+            at += pend
+        qs = [q for q, _, pend in block_pending for _ in pend]
+        slot = [i for i, k in enumerate(ks) for _ in range(k)]  # the stack's problem of each update
+        step = [s for k in ks for s in range(1, k + 1)]  # its position 1..k in it
+        tp = TB[qs, at]
+        P = np.zeros((nq, max(ks) + 1, d + 1))
         P[:, 0] = WA[js]
         P[slot, step] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
         C = np.add.accumulate(P, axis=1, out=P)
-        before = C[slot, step - 1]  # [w, b] before each update
-        dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
-        margins = ((dots + before[:, d]) * tp).tolist()
-        i = 0
-        for j, k in zip(js.tolist(), ks, strict=True):
-            total = float(loss[j])
-            for mg in margins[i : i + k]:
-                if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
-                    raise AssertionError("perceptron block scan: a pending update is not a mistake")
-                total -= mg
-            loss[j] = total
-            mistakes[j] += k
-            i += k
-        WA[js] = C[np.arange(nq), np.array(ks)]
+        if self.losses:
+            before = C[slot, [s - 1 for s in step]]  # [w, b] before each update
+            dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], np.take(js, slot))
+            margins = ((dots + before[:, d]) * tp).tolist()
+            i = 0
+            for j, k in zip(js, ks, strict=True):
+                total = float(loss[j])
+                for mg in margins[i : i + k]:
+                    if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
+                        raise AssertionError("perceptron block scan: a pending update is not a mistake")
+                    total -= mg
+                loss[j] = total
+                i += k
+        mistakes[js] += ks
+        WA[js] = C[range(nq), ks]
 
     def _margins(self, Wa, Xm, j):
         """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` (one per row when ``j`` is an array)
