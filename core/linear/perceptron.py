@@ -221,15 +221,17 @@ class _Scan:
 
     def _flush_block(self, WA, block_pending, TB, loss, mistakes):
         """``_flush`` of every problem of a block at once: ``block_pending`` holds (row of ``TB``, problem,
-        pending block positions).  Each problem's updates are summed by its own cumulative sum (one
-        ``accumulate`` over a zero-padded stack: adding 0.0 leaves a sum unchanged), and the exact margins are
-        computed with ``_margins``'s products, item by item the same."""
+        pending block positions).  Each problem's updates are summed in order (one addition per step for all the
+        problems with that many updates), and the exact margins are computed with ``_margins``'s products, item
+        by item the same."""
         if len(block_pending) == 1:
             q, j, pending = block_pending[0]
             self._flush(WA[j], pending, TB[q], j, loss, mistakes)
             return
         d = self.d
         nq = len(block_pending)
+        # most updates first: the problems still adding at step s are the stack's first ones
+        block_pending = sorted(block_pending, key=lambda e: -len(e[2]))
         ks, js, at = [], [], []  # per problem: its number of updates and index; the updates' block rows
         for _, j, pend in block_pending:
             ks.append(len(pend))
@@ -239,12 +241,16 @@ class _Scan:
         slot = [i for i, k in enumerate(ks) for _ in range(k)]  # the stack's problem of each update
         step = [s for k in ks for s in range(1, k + 1)]  # its position 1..k in it
         tp = TB[qs, at]
-        P = np.zeros((nq, max(ks) + 1, d + 1))
-        P[:, 0] = WA[js]
-        P[slot, step] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
-        C = np.add.accumulate(P, axis=1, out=P)
+        C = np.empty((ks[0] + 1, nq, d + 1))  # C[s, i]: problem i's [w, b] after its s-th update
+        C[0] = WA[js]
+        C[step, slot] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
+        live = nq
+        for s in range(1, ks[0] + 1):  # w + u_1 + u_2 + ... in order, one step of all the problems still adding
+            while ks[live - 1] < s:
+                live -= 1
+            np.add(C[s - 1, :live], C[s, :live], out=C[s, :live])
         if self.losses:
-            before = C[slot, [s - 1 for s in step]]  # [w, b] before each update
+            before = C[[s - 1 for s in step], slot]  # [w, b] before each update
             dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], np.take(js, slot))
             margins = ((dots + before[:, d]) * tp).tolist()
             i = 0
@@ -257,7 +263,7 @@ class _Scan:
                 loss[j] = total
                 i += k
         mistakes[js] += ks
-        WA[js] = C[range(nq), ks]
+        WA[js] = C[ks, range(nq)]
 
     def _margins(self, Wa, Xm, j):
         """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` (one per row when ``j`` is an array)
