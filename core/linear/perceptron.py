@@ -45,12 +45,14 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
     already stopped (``active`` False) are not scanned."""
     n, d = X.shape
     m = T.shape[1]
-    tol = p["tol"]
-    active = np.ones(m, dtype=bool)
-    best = np.full(m, np.inf)
-    stall = np.zeros(m, dtype=int)
+    tol, patience = p["tol"], p["n_iter_no_change"]
+    # the stopping rule's per-problem state as Python numbers (the same float64 arithmetic as arrays, fewer calls)
+    active = [True] * m
+    best = [np.inf] * m
+    stall = [0] * m
     in_problem = T != 0
     n_part = np.maximum(in_problem.sum(axis=0), 1)
+    margin = [tol * k for k in n_part.tolist()] if tol is not None else None  # tol * n of each problem
     # problems on every sample (binary, one-vs-rest) are scanned block by block together; the others alone
     shared = bool(in_problem.all())
     groups = [list(range(m))] if shared else [[j] for j in range(m)]
@@ -73,15 +75,20 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
                 rows = order if shared else order[in_problem[order, probs[0]]]
                 scan.epoch(WA, rows, probs, loss, mistakes)
         ctx.step(n_iter, p["max_iter"])
-        # per-problem stopping (sklearn's rule), frozen problems stop updating
-        if tol is not None:
-            worse = loss > best - tol * n_part
-            stall = np.where(worse, stall + 1, 0)
-            best = np.minimum(best, loss)
-            active &= ~((stall >= p["n_iter_no_change"]) | (mistakes == 0))
-        else:
-            active &= mistakes != 0
-        if not active.any():
+        # per-problem stopping (sklearn's rule), frozen problems stop updating (a stopped problem stays stopped)
+        for j, (lj, mj) in enumerate(zip(loss.tolist(), mistakes.tolist(), strict=True)):
+            if not active[j]:
+                continue
+            if tol is not None:
+                bj = best[j]
+                stall[j] = stall[j] + 1 if lj > bj - margin[j] else 0
+                if lj < bj or lj != lj:  # np.minimum's: the smaller, a NaN on either side kept
+                    best[j] = lj
+                if stall[j] >= patience:
+                    active[j] = False
+            if mj == 0:
+                active[j] = False
+        if not any(active):
             break
     return WA[:, :d].copy(), WA[:, d].copy(), n_iter
 
