@@ -228,40 +228,32 @@ class _Scan:
 
     def _flush_block(self, WA, block_pending, TB, loss, mistakes):
         """``_flush`` of every problem of a block at once: ``block_pending`` holds (row of ``TB``, problem,
-        pending block positions).  Each problem's updates are summed in order (one addition per step for all the
-        problems with that many updates), and the exact margins are computed with ``_margins``'s products, item
-        by item the same."""
+        pending block positions).  Each problem's updates are summed by its own cumulative sum (one
+        ``accumulate`` over a zero-padded stack: adding 0.0 leaves a sum unchanged), and the exact margins are
+        computed with ``_margins``'s products, item by item the same."""
         if len(block_pending) == 1:
             q, j, pending = block_pending[0]
             self._flush(WA[j], pending, TB[q], j, loss, mistakes)
             return
         d = self.d
-        nq = len(block_pending)
-        # most updates first: the problems still adding at step s are the stack's first ones
-        block_pending = sorted(block_pending, key=lambda e: -len(e[2]))
-        ks, js, at = [], [], []  # per problem: its number of updates and index; the updates' block rows
-        for _, j, pend in block_pending:
-            ks.append(len(pend))
-            js.append(j)
-            at += pend
-        qs = [q for q, _, pend in block_pending for _ in pend]
-        slot = [i for i, k in enumerate(ks) for _ in range(k)]  # the stack's problem of each update
-        step = [s for k in ks for s in range(1, k + 1)]  # its position 1..k in it
-        tp = TB[qs, at]
-        C = np.empty((ks[0] + 1, nq, d + 1))  # C[s, i]: problem i's [w, b] after its s-th update
-        C[0] = WA[js]
-        C[step, slot] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
-        live = nq
-        for s in range(1, ks[0] + 1):  # w + u_1 + u_2 + ... in order, one step of all the problems still adding
-            while ks[live - 1] < s:
-                live -= 1
-            np.add(C[s - 1, :live], C[s, :live], out=C[s, :live])
+        ks = [len(pend) for _, _, pend in block_pending]
+        nq, kmax = len(ks), max(ks)
+        qs = np.array([q for q, _, _ in block_pending])
+        js = np.array([j for _, j, _ in block_pending])
+        at = np.array([r for _, _, pend in block_pending for r in pend])
+        slot = np.repeat(np.arange(nq), ks)  # the stack's problem of each update
+        step = np.arange(len(at)) - np.repeat(np.cumsum(ks) - ks, ks) + 1  # its position 1..k in it
+        tp = TB[qs[slot], at]
+        P = np.zeros((nq, kmax + 1, self.d + 1))
+        P[:, 0] = WA[js]
+        P[slot, step] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
+        C = np.add.accumulate(P, axis=1, out=P)
         if self.losses:
-            before = C[[s - 1 for s in step], slot]  # [w, b] before each update
-            dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], np.take(js, slot))
+            before = C[slot, step - 1]  # [w, b] before each update
+            dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
             margins = ((dots + before[:, d]) * tp).tolist()
             i = 0
-            for j, k in zip(js, ks, strict=True):
+            for j, k in zip(js.tolist(), ks, strict=True):
                 total = float(loss[j])
                 for mg in margins[i : i + k]:
                     if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
@@ -270,7 +262,7 @@ class _Scan:
                 loss[j] = total
                 i += k
         mistakes[js] += ks
-        WA[js] = C[ks, range(nq)]
+        WA[js] = C[np.arange(nq), np.array(ks)]
 
     def _margins(self, Wa, Xm, j):
         """``(W @ x)[j]`` for each weight row ``Wa[i, :d]`` of problem ``j`` (one per row when ``j`` is an array)
