@@ -45,12 +45,14 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
     already stopped (``active`` False) are not scanned."""
     n, d = X.shape
     m = T.shape[1]
-    tol = p["tol"]
-    active = np.ones(m, dtype=bool)
-    best = np.full(m, np.inf)
-    stall = np.zeros(m, dtype=int)
+    tol, patience = p["tol"], p["n_iter_no_change"]
+    # the stopping rule's per-problem state as Python numbers (the same float64 arithmetic as arrays, fewer calls)
+    active = [True] * m
+    best = [np.inf] * m
+    stall = [0] * m
     in_problem = T != 0
     n_part = np.maximum(in_problem.sum(axis=0), 1)
+    margin = [tol * k for k in n_part.tolist()] if tol is not None else None  # tol * n of each problem
     # problems on every sample (binary, one-vs-rest) are scanned block by block together; the others alone
     shared = bool(in_problem.all())
     groups = [list(range(m))] if shared else [[j] for j in range(m)]
@@ -60,7 +62,7 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
     Xa[:, :d] = X
     Xa[:, d] = 1.0 if p["fit_intercept"] else 0.0
     WA = np.zeros((m, d + 1))  # [W[j], b[j]] of each problem
-    scan = _Scan(Xa, T, p["eta0"] * s, m)
+    scan = _Scan(Xa, T, p["eta0"] * s, m, losses=tol is not None)
     n_iter = 0
     for n_iter in range(1, p["max_iter"] + 1):
         if p["shuffle"]:
@@ -73,15 +75,20 @@ def _train_perceptrons(X, T, s, p, rng, ctx):
                 rows = order if shared else order[in_problem[order, probs[0]]]
                 scan.epoch(WA, rows, probs, loss, mistakes)
         ctx.step(n_iter, p["max_iter"])
-        # per-problem stopping (sklearn's rule), frozen problems stop updating
-        if tol is not None:
-            worse = loss > best - tol * n_part
-            stall = np.where(worse, stall + 1, 0)
-            best = np.minimum(best, loss)
-            active &= ~((stall >= p["n_iter_no_change"]) | (mistakes == 0))
-        else:
-            active &= mistakes != 0
-        if not active.any():
+        # per-problem stopping (sklearn's rule), frozen problems stop updating (a stopped problem stays stopped)
+        for j, (lj, mj) in enumerate(zip(loss.tolist(), mistakes.tolist(), strict=True)):
+            if not active[j]:
+                continue
+            if tol is not None:
+                bj = best[j]
+                stall[j] = stall[j] + 1 if lj > bj - margin[j] else 0
+                if lj < bj or lj != lj:  # np.minimum's: the smaller, a NaN on either side kept
+                    best[j] = lj
+                if stall[j] >= patience:
+                    active[j] = False
+            if mj == 0:
+                active[j] = False
+        if not any(active):
             break
     return WA[:, :d].copy(), WA[:, d].copy(), n_iter
 
@@ -102,8 +109,10 @@ class _Scan:
     sample-by-sample loop computes (``W @ x``: a dot product for one problem, a matrix-vector product with all
     ``m`` rows of ``W`` for several)."""
 
-    def __init__(self, Xa, T, scale, m):
+    def __init__(self, Xa, T, scale, m, losses=True):
         n, d1 = Xa.shape
+        # the epoch's loss only feeds the ``tol`` stopping rule: without it the mistakes' exact margins are not needed
+        self.losses = losses
         d = d1 - 1
         size = min(_BLOCK, n)
         self.Xa, self.Tt, self.scale, self.m, self.d = Xa, np.ascontiguousarray(T.T), scale, m, d
@@ -203,6 +212,10 @@ class _Scan:
         np.take(self.U, at, axis=0, out=P[1:], mode="clip")
         P[1:] *= tp[:, None]  # u [x, 1] with u = eta0 s t: the products of u * x (t = +-1 is exact)
         C = np.add.accumulate(P, axis=0, out=self.C[: k + 1])
+        mistakes[j] += k
+        if not self.losses:
+            wa[:] = C[k]
+            return
         dots = self._margins(C[:k], np.take(self.Xb, at, axis=0)[:, :d], j)
         margins = (dots + C[:k, d]) * tp
         total = float(loss[j])
@@ -211,7 +224,6 @@ class _Scan:
                 raise AssertionError("perceptron block scan: a pending update is not a mistake")
             total -= mg
         loss[j] = total
-        mistakes[j] += k
         wa[:] = C[k]
 
     def _flush_block(self, WA, block_pending, TB, loss, mistakes):
@@ -236,19 +248,20 @@ class _Scan:
         P[:, 0] = WA[js]
         P[slot, step] = self.U[at] * tp[:, None]  # u [x, 1] with u = eta0 s t (t = +-1 is exact)
         C = np.add.accumulate(P, axis=1, out=P)
-        before = C[slot, step - 1]  # [w, b] before each update
-        dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
-        margins = ((dots + before[:, d]) * tp).tolist()
-        i = 0
-        for j, k in zip(js.tolist(), ks, strict=True):
-            total = float(loss[j])
-            for mg in margins[i : i + k]:
-                if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
-                    raise AssertionError("perceptron block scan: a pending update is not a mistake")
-                total -= mg
-            loss[j] = total
-            mistakes[j] += k
-            i += k
+        if self.losses:
+            before = C[slot, step - 1]  # [w, b] before each update
+            dots = self._margins(before, np.take(self.Xb, at, axis=0)[:, :d], js[slot])
+            margins = ((dots + before[:, d]) * tp).tolist()
+            i = 0
+            for j, k in zip(js.tolist(), ks, strict=True):
+                total = float(loss[j])
+                for mg in margins[i : i + k]:
+                    if mg > 0.0:  # the running margin's bound is sound: a pending update is always a mistake
+                        raise AssertionError("perceptron block scan: a pending update is not a mistake")
+                    total -= mg
+                loss[j] = total
+                i += k
+        mistakes[js] += ks
         WA[js] = C[np.arange(nq), np.array(ks)]
 
     def _margins(self, Wa, Xm, j):
