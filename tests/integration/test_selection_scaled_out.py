@@ -34,6 +34,7 @@ def scaled_out(tmp_path, pg_url, redis_url):  # noqa: F811
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                for _ in range(2)]
     try:
+        _wait_for_workers(settings, 2, workers)
         with TestClient(create_app(settings)) as api:
             yield api
     finally:
@@ -48,6 +49,22 @@ def scaled_out(tmp_path, pg_url, redis_url):  # noqa: F811
             except subprocess.TimeoutExpired:
                 os.killpg(w.pid, signal.SIGKILL)
                 w.wait()
+
+
+def _wait_for_workers(settings, n, procs, timeout=90.0):
+    """Both workers listening on the queue before a test submits work: on a loaded machine a worker still
+    importing would leave the other to run every trial alone (what the overlap test asserts against)."""
+    from redis import Redis
+    from rq import Queue, Worker
+
+    conn = Redis.from_url(settings.queue_url)
+    queue = Queue(settings.queue_name, connection=conn)
+    deadline = time.monotonic() + timeout
+    while Worker.count(queue=queue) < n:
+        dead = [p.returncode for p in procs if p.poll() is not None]
+        assert not dead, f"a worker exited with {dead}"
+        assert time.monotonic() < deadline, f"{Worker.count(queue=queue)} of {n} workers registered"
+        time.sleep(0.1)
 
 
 def test_tune_trials_run_on_two_rq_workers_at_once(scaled_out):
