@@ -15,7 +15,8 @@ rounds (each round: orchard then bare), and the ratio of each round is printed, 
 
 On a shared, loaded machine throughput moves by more than the difference in question, so `--callgrind`
 counts instead each server's user-space instructions per request under valgrind (Debian package
-`valgrind`): each server answers 200 and then 1,200 sequential predict requests in two separate runs, and
+`valgrind`): each server answers 200 and then 1,200 sequential predict requests in two separate runs (Orchard
+once for each of /v1, /v2 JSON and /v2 binary), and
 (I(1200) - I(200)) / 1000 is the cost of one request without start-up (PYTHONHASHSEED=0, byte code compiled
 beforehand, OPENBLAS_NUM_THREADS=1: under valgrind the idle OpenBLAS worker threads of NumPy's and SciPy's
 libraries executed ~90,000 instructions per request in their wait loops, in proportion to valgrind's slowed wall
@@ -177,8 +178,11 @@ def _real_python() -> str:
 CALLGRIND_ENV = {"PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}  # see the module docstring
 
 
-def callgrind_per_request(cmd: list[str], env: dict, url_path: str, body: dict, health: str) -> tuple[int, int]:
-    """(instructions per request, start-up instructions) of the server ``cmd`` under callgrind."""
+def callgrind_per_request(cmd: list[str], env: dict, url_path: str, body: dict | bytes, health: str,
+                          headers: dict | None = None) -> tuple[int, int]:
+    """(instructions per request, start-up instructions) of the server ``cmd`` under callgrind; ``body``: a JSON
+    document, or bytes sent as they are (with ``headers``)."""
+    send = {"content": body} if isinstance(body, bytes) else {"json": body}
     totals = {}
     for n in (200, 1200):
         port = free_port()
@@ -190,7 +194,7 @@ def callgrind_per_request(cmd: list[str], env: dict, url_path: str, body: dict, 
             wait_http(f"http://127.0.0.1:{port}{health}", timeout=900)
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as c:
                 for _ in range(n):
-                    r = c.post(url_path, json=body)
+                    r = c.post(url_path, headers=headers, **send)
                     assert r.status_code == 200, r.text
         finally:
             os.killpg(p.pid, signal.SIGINT)
@@ -230,11 +234,16 @@ def main_callgrind(args, data, env, server_env) -> None:
     v2_json, v2_binary, header_length = v2_bodies(body["rows"][0])
     py = _real_python()
     cg_env = dict(server_env, **CALLGRIND_ENV)
-    orchard = bare = None
+    orchard = bare = v2_http = v2b_http = None
     if not args.apps_only:
-        orchard, o_start = callgrind_per_request(
-            [py, "-m", "service.cli", "serve", "--port", "{port}", "--data-dir", str(tmp), "--workers", "0"],
-            cg_env, f"/v1/models/{mid}/predict", body, "/health/live")
+        serve = [py, "-m", "service.cli", "serve", "--port", "{port}", "--data-dir", str(tmp), "--workers", "0"]
+        orchard, o_start = callgrind_per_request(serve, cg_env, f"/v1/models/{mid}/predict", body, "/health/live")
+        v2_http, _ = callgrind_per_request(serve, cg_env, f"/v2/models/{mid}/infer", v2_json, "/health/live",
+                                           headers={"content-type": "application/json"})
+        v2b_http, _ = callgrind_per_request(
+            serve, cg_env, f"/v2/models/{mid}/infer", v2_binary, "/health/live",
+            headers={"content-type": "application/octet-stream",
+                     "inference-header-content-length": str(header_length)})
         bare, b_start = callgrind_per_request(
             [py, "-m", "uvicorn", "bench._bare_asgi:app", "--port", "{port}", "--log-level", "warning",
              "--no-access-log", "--no-server-header"], dict(env, **CALLGRIND_ENV), "/", body, "/")
@@ -253,8 +262,8 @@ def main_callgrind(args, data, env, server_env) -> None:
           "| bare / this (apps alone) |")
     print("|---|---|---|---|")
     print(f"| orchard /v1 | {orchard or 0:,} | {o_app:,} | {b_app / o_app:.2f} |")
-    print(f"| orchard /v2 JSON | | {v2_app:,} | {b_app / v2_app:.2f} |")
-    print(f"| orchard /v2 binary tensor | | {v2b_app:,} | {b_app / v2b_app:.2f} |")
+    print(f"| orchard /v2 JSON | {v2_http or 0:,} | {v2_app:,} | {b_app / v2_app:.2f} |")
+    print(f"| orchard /v2 binary tensor | {v2b_http or 0:,} | {v2b_app:,} | {b_app / v2b_app:.2f} |")
     print(f"| bare ASGI + NumPy | {bare or 0:,} | {b_app:,} | 1.00 |")
     if args.recording:
         print("\n| /v1, requests recorded by | instructions per call | recording's own | share of the call |")
@@ -264,8 +273,8 @@ def main_callgrind(args, data, env, server_env) -> None:
                          ("nothing (metrics and access log off)", off_app)):
             print(f"| {label} | {n:,} | {n - off_app:,} | {(n - off_app) / n:.1%} |")
     if orchard:
-        print(f"\nratio bare / orchard /v1 over HTTP (the throughput ratio if CPU-bound at equal IPC): "
-              f"{bare / orchard:.2f}")
+        print(f"\nratio bare / orchard over HTTP (the throughput ratio if CPU-bound at equal IPC): /v1 "
+              f"{bare / orchard:.2f}, /v2 JSON {bare / v2_http:.2f}, /v2 binary {bare / v2b_http:.2f}")
 
 
 def v2_bodies(x: list[float]) -> tuple[bytes, bytes, int]:
