@@ -7,8 +7,9 @@ slowly (slowloris) would hold a connection forever. The limits:
   complete; then the connection is closed (with a 408 if part of a request had arrived).
 * body: ``body_timeout`` seconds plus one second per ``BODY_MIN_RATE`` bytes received (large uploads on a slow
   link keep going, a trickle does not: Apache's mod_reqtimeout rule) from the end of the headers. Time the server
-  itself holds the body back (reading paused because the app has not consumed it, or ``Expect: 100-continue``
-  not yet answered) does not count. Then a 408 problem+json with the request id, and the connection closed.
+  itself holds the body back (reading paused because the app has not consumed it, ``Expect: 100-continue``
+  not yet answered, or the request queued behind a pipelined one still being answered) does not count. Then a
+  408 problem+json with the request id, and the connection closed.
 
 They are enforced by one sweep per server (``_Sweep``), not by timers per request: every eighth of the shortest
 limit (between 0.05 s and 1 s) it reads each connection's phase from uvicorn's own state (its request/response
@@ -30,12 +31,15 @@ See docs/decisions/slow-clients-and-limits.md.
 
 from __future__ import annotations
 
+import logging
 import weakref
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .observability import new_request_id, valid_request_id
+
+log = logging.getLogger("orchard.server")
 
 BODY_MIN_RATE = 256 * 1024  # bytes per second of grace once the body timeout has passed
 FULL_READ = 256 * 1024  # asyncio's default bytes per socket read: a read this long means more is waiting
@@ -73,12 +77,17 @@ class _Sweep:
     def tick(self) -> None:
         self._handle = None
         now = self.loop.time()
-        for conn in list(self.connections):
-            check = getattr(conn, "check_deadline", None)
-            if check is not None:
-                check(now)
-        if self.connections:
-            self.start()
+        try:
+            for conn in list(self.connections):
+                check = getattr(conn, "check_deadline", None)
+                if check is not None:
+                    try:
+                        check(now)
+                    except Exception:  # noqa: BLE001 - one connection's fault must not stop the others' limits
+                        log.exception("read-limit check of a connection failed")
+        finally:
+            if self.connections:
+                self.start()
 
 
 _sweeps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # uvicorn's ServerState -> its _Sweep
@@ -149,14 +158,20 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         if cycle is None or cycle.response_complete:
             phase = HEADERS
         elif cycle.more_body and not cycle.response_started:
-            phase = HELD if self.flow.read_paused or cycle.waiting_for_100_continue else BODY
+            # held back: reading paused, 100-continue not yet sent, or a pipelined request queued behind one the
+            # app still answers (a 408 now would land inside that answer; its clock starts when it starts)
+            held = self.flow.read_paused or cycle.waiting_for_100_continue or (
+                self.pipeline and any(queued is cycle for queued, _ in self.pipeline))
+            phase = HELD if held else BODY
         else:
             phase = None  # the app has the request: no limit of the protocol's
         if phase is not self._phase or cycle is not self._phase_cycle or phase is HELD:
             self._phase, self._phase_cycle, self._since, self._received_since = phase, cycle, now, self._received
         elif phase is HEADERS:
             waited = now - self._since
-            if self._received > self._received_since:  # part of a request came: say why it is dropped
+            # part of a request came: since the phase was first seen, or before that, after the answer (uvicorn
+            # gives each request a new scope as its first byte is parsed): say why it is dropped
+            if self._received > self._received_since or (cycle is not None and self.scope is not cycle.scope):
                 if waited >= self.header_timeout:
                     self._headers_timed_out(True)
             elif waited >= (self.header_timeout if cycle is None else  # idle: before any request, or after one
