@@ -350,3 +350,25 @@ def test_reads_grow_while_a_large_body_streams_and_shrink_after(loop):
     assert transport.max_size == LARGE_BODY_RECV
     protocol.data_received(b"x" * 1000)  # a shorter read: back to the default
     assert "max_size" not in transport.__dict__ and transport.max_size == 256 * 1024
+
+
+def test_a_failing_check_of_one_connection_leaves_the_others_checked_and_the_sweep_running(loop, caplog):
+    first, _ = connect(loop, App())
+    second = type(first)(config=first.config, server_state=first.server_state, app_state={}, _loop=loop)
+    second.connection_made(Transport())
+    from service.server import _sweeps
+
+    sweep = _sweeps[first.server_state]
+    looked = []
+
+    def broken(now):
+        raise RuntimeError("boom")
+
+    first.check_deadline, second.check_deadline = broken, looked.append
+    if sweep._handle is not None:
+        sweep._handle.cancel()
+        sweep._handle = None
+    sweep.tick()
+    assert len(looked) == 1 and sweep._handle is not None
+    assert "read-limit check of a connection failed" in caplog.text
+    sweep._handle.cancel()
