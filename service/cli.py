@@ -85,11 +85,12 @@ def cmd_serve(args) -> int:
     # uvicorn logs through the root logger (JSON lines); the access log is Orchard's own (with request ids)
     from .server import timed_protocol
 
-    # header and body read timeouts at the protocol level (service/server.py): they hold for every route
+    # header and body read timeouts and the send timeout at the protocol level (service/server.py): they hold for
+    # every route
     # no `server: uvicorn` header on every answer: it names the software to anyone probing, and costs a header
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
                 log_config=None, access_log=False, server_header=False,
-                http=timed_protocol(settings.header_timeout_s, settings.body_timeout_s))
+                http=timed_protocol(settings.header_timeout_s, settings.body_timeout_s, settings.send_timeout_s))
     return 0
 
 

@@ -10,6 +10,9 @@ slowly (slowloris) would hold a connection forever. The limits:
   itself holds the body back (reading paused because the app has not consumed it, ``Expect: 100-continue``
   not yet answered, or the request queued behind a pipelined one still being answered) does not count. Then a
   408 problem+json with the request id, and the connection closed.
+* sending: ``send_timeout`` seconds in which a client takes none of the answer bytes waiting for it (the
+  transport's buffer full, or a closed connection's last bytes unsent); then the connection is aborted, so a
+  client that stops reading holds neither the app's task nor the buffered answer (nginx's ``send_timeout``).
 
 They are enforced by one sweep per server (``_Sweep``), not by timers per request: every eighth of the shortest
 limit (between 0.05 s and 1 s) it reads each connection's phase from uvicorn's own state (its request/response
@@ -98,9 +101,12 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
 
     header_timeout: float = 10.0
     body_timeout: float = 60.0
+    send_timeout: float = 60.0
 
     _received = 0  # bytes received on the connection
     _large_reads = False
+    _send_since = None  # the loop's time the answer bytes waiting to be sent last went down (None: none waiting)
+    _send_left = 0  # how many were waiting then
 
     # -- uvicorn's protocol hooks ----------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -109,7 +115,7 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         self._phase, self._phase_cycle, self._since, self._received_since = HEADERS, None, self.loop.time(), 0
         sweep = _sweeps.get(self.server_state)
         if sweep is None or sweep.loop is not self.loop:
-            shortest = min(self.header_timeout, self.body_timeout, self.timeout_keep_alive)
+            shortest = min(self.header_timeout, self.body_timeout, self.send_timeout, self.timeout_keep_alive)
             sweep = _sweeps[self.server_state] = _Sweep(self.loop, self.connections, min(1.0, max(0.05, shortest / 8)))
         sweep.start()
 
@@ -152,8 +158,15 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         """The sweep's look at this connection (``now``: the loop's time): note a new phase, or end one that has
         lasted past its limit."""
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None:
             return
+        closing = transport.is_closing()
+        if closing or self.flow.write_paused:  # answer bytes wait for the client: is it taking them?
+            self._check_sending(transport, now)
+            if closing:
+                return
+        elif self._send_since is not None:
+            self._send_since = None
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             phase = HEADERS
@@ -181,6 +194,15 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
             if now - self._since >= self.body_timeout + (self._received - self._received_since) / BODY_MIN_RATE:
                 self._body_timed_out(cycle)
 
+    def _check_sending(self, transport, now: float) -> None:
+        """Abort the connection when the client has taken none of the bytes waiting for it for ``send_timeout``
+        (a graceful close would wait for them forever)."""
+        left = transport.get_write_buffer_size()
+        if self._send_since is None or left < self._send_left:  # first look, or the client took some
+            self._send_since, self._send_left = now, left
+        elif now - self._send_since >= self.send_timeout:
+            transport.abort()  # uvicorn's connection_lost then tells the app waiting to send that the client is gone
+
     def _headers_timed_out(self, partial: bool) -> None:
         if partial:
             self.transport.write(_timeout_response(
@@ -201,7 +223,8 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def timed_protocol(header_timeout: float, body_timeout: float) -> type[TimedHttpToolsProtocol]:
+def timed_protocol(header_timeout: float, body_timeout: float,
+                   send_timeout: float = TimedHttpToolsProtocol.send_timeout) -> type[TimedHttpToolsProtocol]:
     """The protocol class for ``uvicorn.run(..., http=...)`` with these timeouts."""
     return type("OrchardHttpProtocol", (TimedHttpToolsProtocol,),
-                {"header_timeout": header_timeout, "body_timeout": body_timeout})
+                {"header_timeout": header_timeout, "body_timeout": body_timeout, "send_timeout": send_timeout})

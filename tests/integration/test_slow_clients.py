@@ -1,13 +1,18 @@
 """Slow clients against a real `orchard serve` (service/server.py): 100 connections that never finish their
 headers (slowloris) and 100 that trickle their body are closed once their timeouts pass, with a 408 saying
-which limit, while a normal client is served meanwhile; what the server wrote is private."""
+which limit, while a normal client is served meanwhile; a client that stops reading its answers is let go at the
+send timeout; what the server wrote is private."""
 
+import io
+import os
 import selectors
 import socket
 import stat
 import time
+from pathlib import Path
 
 import httpx
+import numpy as np
 
 from tests.integration._server import ServerProcess, free_port
 from tests.service.conftest import iris_csv
@@ -120,4 +125,64 @@ def test_an_idle_connection_is_closed_silently_and_a_malformed_request_gets_a_pr
                 assert r.status_code == 200
                 assert "server" not in r.headers and "date" in r.headers  # the server's software is not named
     finally:
+        server.stop()
+
+
+def _server_holds(pid: int, server_port: int, client_port: int) -> bool:
+    """Whether process ``pid`` still has a socket open for the TCP connection server_port <-> client_port (Linux
+    /proc: the connection's socket inode among the process's file descriptors)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if int(local.rsplit(":", 1)[1], 16) == server_port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+                inodes.add(f"socket:[{inode}]")
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+def test_a_client_that_stops_reading_its_answer_is_let_go_at_the_send_timeout(tmp_path):
+    """A 9 MB dataset exported as CSV and not one byte read: the answer fills the kernel's buffers and the
+    server's, the app waits to send; after ORCHARD_SEND_TIMEOUT_S the server drops the connection (it would
+    otherwise hold it, the app's task and the buffered answer for as long as the client stays), quietly."""
+    data = tmp_path / "data"
+    data.mkdir()
+    server = ServerProcess(data, free_port(), ORCHARD_SEND_TIMEOUT_S="1").start()
+    s = socket.socket()
+    try:
+        rng = np.random.default_rng(0)
+        table = io.StringIO()
+        np.savetxt(table, rng.normal(size=(200_000, 4)), fmt="%.8f", delimiter=",", header="a,b,c,d", comments="")
+        with httpx.Client(base_url=server.url, timeout=120) as c:
+            r = c.post("/v1/datasets?name=big", content=table.getvalue().encode(), headers={"content-type": "text/csv"})
+            assert r.status_code == 201, r.text
+            ds = r.json()["id"]
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the client's kernel takes little
+        s.connect(("127.0.0.1", server.port))
+        client_port = s.getsockname()[1]
+        s.sendall(f"GET /v1/datasets/{ds}/rows?format=csv HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        deadline = time.monotonic() + MARGIN
+        while not _server_holds(server.proc.pid, server.port, client_port):  # the server has the connection
+            assert time.monotonic() < deadline, "the server did not take the connection"
+            time.sleep(0.05)
+        deadline = time.monotonic() + 1 + MARGIN
+        while _server_holds(server.proc.pid, server.port, client_port):
+            assert time.monotonic() < deadline, "the server still holds a connection whose client reads nothing"
+            time.sleep(0.2)
+        with httpx.Client(base_url=server.url, timeout=30) as c:  # and serves others as before
+            assert c.get("/health/live").status_code == 200
+        log = server.log_path.read_text(errors="replace")
+        assert "unhandled error" not in log and "Exception in ASGI application" not in log, server.log_text()
+    finally:
+        s.close()
         server.stop()

@@ -12,7 +12,7 @@ from uvicorn.server import ServerState
 
 from service.server import BODY_MIN_RATE, FULL_READ, LARGE_BODY_RECV, timed_protocol
 
-HEADER_TIMEOUT, BODY_TIMEOUT = 10.0, 60.0
+HEADER_TIMEOUT, BODY_TIMEOUT, SEND_TIMEOUT = 10.0, 60.0, 30.0
 
 
 class Transport:
@@ -22,6 +22,14 @@ class Transport:
         self.written = b""
         self.closed = False
         self.paused = False
+        self.aborted = False
+        self.buffered = 0  # answer bytes the client has not taken yet
+
+    def get_write_buffer_size(self):
+        return self.buffered
+
+    def abort(self):
+        self.aborted = self.closed = True
 
     def get_extra_info(self, name, default=None):
         return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
@@ -90,7 +98,7 @@ def loop():
 def connect(loop, app):
     config = Config(app=app, lifespan="off", log_level="warning")
     config.load()
-    cls = timed_protocol(HEADER_TIMEOUT, BODY_TIMEOUT)
+    cls = timed_protocol(HEADER_TIMEOUT, BODY_TIMEOUT, SEND_TIMEOUT)
     protocol = cls(config=config, server_state=ServerState(), app_state=LifespanOff(config).state, _loop=loop)
     transport = Transport()
     protocol.connection_made(transport)
@@ -372,3 +380,51 @@ def test_a_failing_check_of_one_connection_leaves_the_others_checked_and_the_swe
     assert len(looked) == 1 and sweep._handle is not None
     assert "read-limit check of a connection failed" in caplog.text
     sweep._handle.cancel()
+
+
+def test_a_client_that_takes_none_of_its_answer_is_aborted_at_the_send_timeout(loop):
+    protocol, transport = connect(loop, App(hold=asyncio.Event()))
+    protocol.data_received(request(body=b"x"))
+    settle(loop)  # the app has the request and is answering
+    transport.buffered = 1_000_000
+    protocol.flow.pause_writing()  # the transport's buffer is full: the app's next send waits
+    t = protocol.loop.time()
+    protocol.check_deadline(t)
+    transport.buffered = 900_000  # the client took some: the clock starts again
+    protocol.check_deadline(t + SEND_TIMEOUT - 1)
+    protocol.check_deadline(t + 2 * SEND_TIMEOUT - 1.1)
+    assert not transport.closed
+    protocol.check_deadline(t + 2 * SEND_TIMEOUT - 1)
+    assert transport.aborted
+
+
+def test_a_closed_connection_whose_last_bytes_are_never_taken_is_aborted(loop):
+    protocol, transport = connect(loop, App())
+    protocol.data_received(request(body=b"x"))
+    settle(loop)
+    transport.buffered, transport.closed = 5000, True  # closed gracefully: waits for its bytes to be taken
+    t = protocol.loop.time()
+    protocol.check_deadline(t)
+    protocol.check_deadline(t + SEND_TIMEOUT - 0.1)
+    assert not transport.aborted
+    protocol.check_deadline(t + SEND_TIMEOUT)
+    assert transport.aborted
+
+
+def test_a_slow_but_steady_reader_is_not_cut_off(loop):
+    protocol, transport = connect(loop, App(hold=asyncio.Event()))
+    protocol.data_received(request(body=b"x"))
+    settle(loop)
+    transport.buffered = 10_000_000
+    protocol.flow.pause_writing()
+    t = protocol.loop.time()
+    for s in range(0, 600, 5):  # ten minutes taking a few bytes every 5 s
+        transport.buffered -= 100
+        protocol.check_deadline(t + s)
+    protocol.flow.resume_writing()  # below the low-water mark: not waiting on the client any more
+    protocol.check_deadline(t + 600)
+    transport.buffered = 10_000_000
+    protocol.flow.pause_writing()  # full again later: timed from its first look, not from the previous wait
+    protocol.check_deadline(t + 700)
+    protocol.check_deadline(t + 700 + SEND_TIMEOUT - 1)
+    assert not transport.closed
