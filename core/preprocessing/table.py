@@ -454,6 +454,13 @@ class TablePreprocessor:
             return out
         return X
 
+    def __getstate__(self) -> dict:
+        """Pickled without ``transform_matrix``'s cached facts: a bundle's bytes do not depend on whether a row was
+        predicted before it was saved, and the facts are remade from the fitted arrays on first use."""
+        state = self.__dict__.copy()
+        state.pop("_matrix_plan", None)
+        return state
+
     def _matrix_plan(self) -> tuple:
         """``transform_matrix``'s facts of the fitted preprocessor, made once (``fit`` drops them): the number of
         columns, whether numeric features fill the output in order (no scatter needed), and the centres and

@@ -242,6 +242,25 @@ def test_transform_matrix_equals_transform_for_numeric_tables():
     assert not with_cat.all_numeric
 
 
+def test_transform_matrix_after_refit_uses_the_new_fit():
+    """The one-row facts cached by transform_matrix belong to one fit: a refit on other data of the same width
+    must not keep the old centres and scales (nor pickle them)."""
+    rng = np.random.default_rng(5)
+    types = {"a": "numeric", "b": "numeric"}
+    first = {"a": rng.normal(0, 1, 30), "b": rng.normal(0, 1, 30)}
+    second = {"a": rng.normal(50, 9, 30), "b": rng.normal(-7, 3, 30)}
+    pre = TablePreprocessor(scale=True).fit(first, types)
+    row = np.array([[1.5, -2.0]])
+    pre.transform_matrix(row)  # caches the first fit's facts
+    pre.fit(second, types)
+    for A in (row, np.column_stack([second["a"], second["b"]])):
+        assert_array_equal(pre.transform_matrix(A), pre.transform({"a": A[:, 0], "b": A[:, 1]}))
+    fresh = TablePreprocessor(scale=True).fit(second, types)
+    assert pickle.dumps(pre) == pickle.dumps(fresh)  # the cached facts stay out of the bundle
+    restored = pickle.loads(pickle.dumps(pre))
+    assert_array_equal(restored.transform_matrix(row), pre.transform_matrix(row))
+
+
 def test_lists_scalars_and_all_missing_categorical():
     cols, types = _table()
     tp = TablePreprocessor(native_categorical=True).fit(cols, types)
