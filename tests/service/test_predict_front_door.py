@@ -103,6 +103,21 @@ def test_body_limit_declared_and_streamed_and_client_disconnect(client, model, s
     assert m[("orchard_http_requests_total", (("method", "POST"), ("route", ROUTE), ("status", "499")))] == 1
 
 
+def test_body_limit_at_its_edges_on_both_protocols(client, model, settings):
+    """A declared length of the limit's digit count but over it is refused before the body is read (the
+    receive queue is empty: reading it would fail); one message over the limit without a declared length is
+    refused too; one byte under the limit is not refused for its size."""
+    limit, json_ct = settings.max_body_bytes, (b"content-type", b"application/json")
+    assert len(str(limit + 1)) == len(str(limit))  # the boundary the digit-count shortcut must include
+    for url in (f"/v1/models/{model}/predict", f"/v2/models/{model}/infer"):
+        sent = _asgi(client.app, url, [], [json_ct, (b"content-length", str(limit + 1).encode())])
+        assert sent[0]["status"] == 413 and b"ORCHARD_MAX_BODY_BYTES" in sent[1]["body"], url
+        sent = _asgi(client.app, url, [b" " * (limit + 1)], [json_ct])  # one message, no content-length
+        assert sent[0]["status"] == 413 and b"ORCHARD_MAX_BODY_BYTES" in sent[1]["body"], url
+        sent = _asgi(client.app, url, [b" " * (limit - 1)], [json_ct])  # blank JSON: refused, not for its size
+        assert sent[0]["status"] in (400, 422) and b"ORCHARD_MAX_BODY_BYTES" not in sent[1]["body"], url
+
+
 def test_unexpected_errors_are_500_problems_and_logged(client, model, monkeypatch, caplog):
     from service.services import bundle as bundle_mod
 
