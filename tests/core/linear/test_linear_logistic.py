@@ -228,3 +228,18 @@ def test_one_row_predict_equals_the_batch_path_and_checks_the_same():
             est.predict(row)
     huge = np.full((1, X.shape[1]), 1e300)  # a finite row whose score overflows: predicted as before
     assert est.predict(huge).tolist() == est.predict(np.vstack([huge, huge]))[:1].tolist()
+
+
+def test_one_row_predict_adds_the_intercept():
+    """Uncentred data (the boundary at x0 = 6, far from the origin): the intercept decides most rows' labels, and
+    a single row is labelled as the batch labels it."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(6.0, 1.0, size=(300, 2))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=300) > 6.0, "high", "low")
+    est = registry.get("logistic_regression")().fit(X, y)
+    assert abs(est.intercept_[0]) > 1.0  # a large intercept
+    batch = est.predict(X)
+    assert 0.3 < np.mean(batch == "high") < 0.7
+    without = np.where(X @ est.coef_[0] > 0, est.classes_[1], est.classes_[0])
+    assert (without != batch).sum() > 50  # the intercept changes many labels
+    assert [est.predict(np.ascontiguousarray(X[i:i + 1]))[0] for i in range(len(X))] == batch.tolist()
