@@ -194,6 +194,9 @@ def test_access_lines_joined_from_reused_pieces_carry_each_requests_own_fields(o
                      "duration_ms": ms, "bytes": nbytes, "client": client[0] if client else "", "request_id": f"r{i}"}
         assert list(d) == ["ts", "level", "logger", "msg", "method", "path", "route", "status", "duration_ms",
                            "bytes", "client", "request_id"]
+    # the texts that come from clients stay within their bound (emptied when full, never grown past it)
+    for texts in (recorder._entries, recorder._stamps, recorder._sizes, recorder._clients):
+        assert 0 < len(texts) <= 3
 
 
 def test_metrics_only_recorder_counts_at_scrape_and_writes_no_line(tmp_path, capfd):
