@@ -208,6 +208,9 @@ class Fanout:
                     elif status == "cancelled" and deadline is not None and time.time() > deadline - 0.5:
                         pending.discard(jid)  # stopped by the time budget
                     elif status in ("failed", "cancelled"):
+                        # the parent's own cancel first: a trial sees it as soon as its parent does (it reads
+                        # the parent's row), and the job the user cancelled must end cancelled, not failed
+                        self.ctx.check_cancelled()
                         msg = (error or {}).get("message") or status
                         raise TrialFailed(f"trial {pos[jid]} ({specs[pos[jid]].get('algorithm', '')}) {status}: "
                                           f"{msg}")

@@ -490,7 +490,18 @@ def _children(meta, parent_id):
     return [r for r in rows if r.payload["parent_id"] == parent_id]
 
 
-def test_cancel_stops_the_tune_and_every_trial(client):
+@pytest.fixture(params=[0.2, 30.0], ids=["both-check-often", "trial-notices-first"])
+def cancel_client(request, tmp_path):
+    """The parent's own cancellation check every 0.2 s (as the trials') or every 30 s: then a trial always sees
+    the parent's cancel first, and the parent finds a cancelled trial before its own check says why."""
+    settings = Settings(data_dir=tmp_path / "data", workers=0, secret_key="test-secret",
+                        job_poll_interval=request.param)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_cancel_stops_the_tune_and_every_trial(cancel_client):
+    client = cancel_client
     ds = upload_csv(client, iris_csv()).json()["id"]
     job = _submit(client, "/v1/tune", {"algorithm": "logistic_regression", "params": SLOW,
                                        "space": {"penalty": ["l2", "none"], "fit_intercept": [True, False]},
