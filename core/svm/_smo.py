@@ -345,8 +345,7 @@ def solve_smo_batch(
         max_iter = max(10_000_000, 100 * M)
     results: list[SMOResult | None] = [None] * P
     act = np.arange(P)  # problem ids of the rows of the working arrays
-    n_iter = np.zeros(P, dtype=np.int64)
-    it = 0
+    it = 0  # a problem found converged at iteration it made it - 1 steps; one stopped at max_iter made it
     inf = np.inf
 
     def finish(rows_done, converged):
@@ -356,7 +355,7 @@ def solve_smo_batch(
             yq, cq = Y[r, :m], Cm[r, :m]
             a, g = A[r, :m].copy(), G[r, :m] * yq
             rho = _calculate_rho(a, g, yq, cq)
-            results[q] = SMOResult(a, rho, int(n_iter[q]), 0.5 * float(a @ (g - 1.0)), converged, g)
+            results[q] = SMOResult(a, rho, it - 1 if converged else it, 0.5 * float(a @ (g - 1.0)), converged, g)
 
     while act.size:
         if it >= max_iter:
@@ -372,8 +371,9 @@ def solve_smo_batch(
         bl = yG + Gmax[:, None]
         bl *= low
         np.maximum(bl, 0.0, out=bl)
-        done = bl.max(axis=1) < tol
-        if done.any():
+        bmax = _max_reduce(bl, axis=1)  # ufunc reductions straight, without ndarray.max's Python wrapper
+        if _min_reduce(bmax) < tol:
+            done = bmax < tol
             finish(np.flatnonzero(done), True)
             keep = np.flatnonzero(~done)
             act = act[keep]
@@ -386,7 +386,6 @@ def solve_smo_batch(
             yG = G
             Pa = act.size
             r = np.arange(Pa)
-        n_iter[act] += 1
         if it % report_every == 0:
             ctx.step(1.0 - act.size / P, 1.0, iteration=it, active_problems=int(act.size))
         # rows of the per-problem Gram matrices, gathered from K (a stacked (P, M, M) copy was measured
@@ -413,6 +412,7 @@ def solve_smo_batch(
     return results
 
 
+_max_reduce, _min_reduce = np.maximum.reduce, np.fmin.reduce  # fmin: a NaN row does not hide a converged one
 # Up to this many problems the two-variable step runs on Python floats, problem by problem (the same IEEE
 # operations as the array form, so the same iterates): for a few problems of ~100 samples (wine's three
 # one-vs-one pairs) the ~30 NumPy calls of the array form cost more than the arithmetic.
