@@ -196,7 +196,7 @@ class Fanout:
                 with self.meta.engine.connect() as conn:
                     got = conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.result, jobs.c.error)
                                        .where(jobs.c.id.in_(list(pending)))).all()
-                queued = []
+                queued, checked = [], False
                 for jid, status, result, error in got:
                     if status == "succeeded":
                         pending.discard(jid)
@@ -205,12 +205,16 @@ class Fanout:
                         done += 1
                         if on_result is not None:
                             on_result(pos[jid], result)
-                    elif status == "cancelled" and deadline is not None and time.time() > deadline - 0.5:
-                        pending.discard(jid)  # stopped by the time budget
                     elif status in ("failed", "cancelled"):
                         # the parent's own cancel first: a trial sees it as soon as its parent does (it reads
-                        # the parent's row), and the job the user cancelled must end cancelled, not failed
-                        self.ctx.check_cancelled()
+                        # the parent's row), and the job the user cancelled must end cancelled, not failed (nor,
+                        # near an AutoML deadline, with its trials taken for time-budget stops)
+                        if not checked:  # once per look (at an AutoML deadline dozens stop together)
+                            self.ctx.check_cancelled()
+                            checked = True
+                        if status == "cancelled" and deadline is not None and time.time() > deadline - 0.5:
+                            pending.discard(jid)  # stopped by the time budget
+                            continue
                         msg = (error or {}).get("message") or status
                         raise TrialFailed(f"trial {pos[jid]} ({specs[pos[jid]].get('algorithm', '')}) {status}: "
                                           f"{msg}")

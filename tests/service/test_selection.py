@@ -567,3 +567,36 @@ def test_trials_fan_out_over_two_worker_processes(tmp_path):
         assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in workers)
         parent_worker = c.app.state.runtime.meta.get_job(job["id"])["worker"]
         assert parent_worker in workers  # the parent ran trials itself while it waited
+
+
+@pytest.mark.parametrize("deadline", [None, "near"])
+def test_a_trial_that_saw_the_parents_cancel_first_ends_the_parent_cancelled(client, monkeypatch, deadline):
+    """The race of a cancel, replayed step by step: the trial reads its parent's row and stops before the
+    parent's own (throttled) check has seen the request. The parent must end cancelled: not failed by a
+    'cancelled trial', nor, near an AutoML deadline, with the trial taken for a time-budget stop."""
+    from sqlalchemy import update
+
+    from core.context import FitCancelled, FitContext
+    from service.queue import fanout
+    from service.services.selection_jobs import Fanout
+    from service.storage.metadata import jobs
+
+    runtime = client.app.state.runtime
+    looks = []
+
+    def parent_cancel_requested():  # the parent's first look: not yet; any later look: requested
+        looks.append(None)
+        return len(looks) > 1
+
+    def trial_sees_the_cancel_first(job_id):  # instead of a worker: the trial stops at once
+        with runtime.meta.engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == job_id).values(status="cancelled"))
+
+    monkeypatch.setattr(fanout, "enqueue", trial_sees_the_cancel_first)
+    payload = {"dataset_id": "ds_x", "target": "y", "features": None, "task": "classification", "folds": 3,
+               "stratify": True, "seed": 0}
+    ctx = FitContext(is_cancelled=parent_cancel_requested, cancel_interval=3600.0)  # checks far apart
+    run = Fanout(runtime.meta, runtime.art, {"id": "job_parent", "payload": payload}, ctx, poll=0.01)
+    with pytest.raises(FitCancelled):
+        run.run([{"algorithm": "gaussian_nb"}], deadline=None if deadline is None else time.time() + 0.1)
+    assert len(looks) == 2  # the loop's first look said no; the cancelled trial made the parent look again
