@@ -195,8 +195,13 @@ def test_access_lines_joined_from_reused_pieces_carry_each_requests_own_fields(o
         assert list(d) == ["ts", "level", "logger", "msg", "method", "path", "route", "status", "duration_ms",
                            "bytes", "client", "request_id"]
     # the texts that come from clients stay within their bound (emptied when full, never grown past it)
-    for texts in (recorder._entries, recorder._stamps, recorder._sizes, recorder._clients):
-        assert 0 < len(texts) <= 3
+    clock = iter([t0 + k * 1_000_000 for k in range(8)])  # the fake clock read on: a new millisecond each
+    for k in range(8):  # new paths, sizes and clients, one request at a time
+        recorder.record({"method": "GET", "path": f"/q/{k}", "client": (f"10.1.0.{k}", 1)}, "/q/{n}", 200, 1_000,
+                        100 + k, f"s{k}".encode())
+        recorder.drain()
+        for texts in (recorder._entries, recorder._stamps, recorder._sizes, recorder._clients):
+            assert 0 < len(texts) <= 3, texts
 
 
 def test_metrics_only_recorder_counts_at_scrape_and_writes_no_line(tmp_path, capfd):
