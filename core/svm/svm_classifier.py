@@ -23,7 +23,7 @@ smoothing of the hinge (Chapelle 2007); see core/svm/_pegasos.py.
 from __future__ import annotations
 
 import types
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
@@ -110,6 +110,7 @@ class SVMClassifier(Classifier):
         solver = p["solver"]
         if solver == "pegasos" and not _is_linear(kernel):
             raise ParamError("solver", "'pegasos' solves the linear primal; use kernel='linear' or 'smo'")
+        rng = check_random_state(p["random_state"])
         k = len(classes)
         problems = _problems(codes, k, p["multi_class"])
         n_prob = len(problems)
@@ -118,13 +119,13 @@ class SVMClassifier(Classifier):
         # a single problem gets its rows from KernelRows (dense when small, LRU otherwise)
         if solver == "smo" and (n_prob > 1 or p["probability"]) and 8.0 * n * n <= p["cache_size"] * 1e6:
             K_full = kernel(X)
-        fitter = _Fitter(X, s, p, kernel, K_full)
+        fitter = _Fitter(X, s, p, kernel, K_full, rng)
         if solver == "pegasos" and n_prob > 1 and p["multi_class"] == "ovr" and not p["probability"]:
             # one-vs-rest problems share X: all weight vectors advance together
             Y = np.stack([yb for _, yb in problems], axis=1)
             epochs = p["max_iter"] if p["max_iter"] > 0 else _PEGASOS_EPOCHS
             Wm, bm, ep = pegasos_multi(X, Y, np.repeat(s[:, None], n_prob, axis=1), p["C"], n_epochs=epochs,
-                                       tol=p["tol"], rng=fitter.rng, ctx=ctx)
+                                       tol=p["tol"], rng=rng, ctx=ctx)
             models, probA, probB = [(Wm[q], float(bm[q]), ep) for q in range(n_prob)], [], []
         elif K_full is not None and (n_prob > 1 or p["probability"]):
             models, probA, probB = fitter.fit_batched(problems, ctx)
@@ -260,14 +261,8 @@ def _problems(codes: np.ndarray, k: int, strategy: str):
 class _Fitter:
     """Fits one binary problem (SMO or Pegasos) and its cross-validated decision values."""
 
-    def __init__(self, X, s, p, kernel, K_full):
-        self.X, self.s, self.p, self.kernel, self.K_full = X, s, p, kernel, K_full
-
-    @cached_property
-    def rng(self):
-        """The fit's generator, made on first use: only Pegasos and Platt's folds draw from it, and a generator
-        seeded from OS entropy (``random_state=None``) costs about as much as a small SMO fit's set-up."""
-        return check_random_state(self.p["random_state"])
+    def __init__(self, X, s, p, kernel, K_full, rng):
+        self.X, self.s, self.p, self.kernel, self.K_full, self.rng = X, s, p, kernel, K_full, rng
 
     def fit(self, idx, yb, ctx):
         p = self.p
