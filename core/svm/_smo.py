@@ -412,7 +412,9 @@ def solve_smo_batch(
     return results
 
 
-_max_reduce, _min_reduce = np.maximum.reduce, np.fmin.reduce  # fmin: a NaN row does not hide a converged one
+# The stopping test's reductions, called straight (fmin: a NaN row does not hide a converged one).
+_max_reduce, _min_reduce = np.maximum.reduce, np.fmin.reduce
+
 # Up to this many problems the two-variable step runs on Python floats, problem by problem (the same IEEE
 # operations as the array form, so the same iterates): for a few problems of ~100 samples (wine's three
 # one-vs-one pairs) the ~30 NumPy calls of the array form cost more than the arithmetic.
